@@ -1,0 +1,101 @@
+//! The public address short links are built on (`--base-url`).
+
+use url::Url;
+
+use crate::Slug;
+
+/// A base URL that is not a bare `http(s)://host[:port]`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BaseUrlError {
+    /// Not a URL at all.
+    #[error("base URL is not a valid URL: {0}")]
+    Invalid(#[from] url::ParseError),
+    /// A scheme other than http or https.
+    #[error("base URL must use http or https")]
+    Scheme,
+    /// Has a path, query, fragment or credentials, which short URLs could not carry.
+    #[error("base URL must be only scheme, host and optional port (no path, query or credentials)")]
+    NotBare,
+}
+
+/// `scheme://host[:port]`, without a trailing slash. Short links are `<base>/<shortCode>` and
+/// a link's `domain` is `host[:port]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BaseUrl {
+    origin: String,
+    scheme_len: usize,
+}
+
+impl BaseUrl {
+    /// Parses and normalises (lower-case host, default port dropped) a base URL.
+    pub fn parse(s: &str) -> Result<Self, BaseUrlError> {
+        let url = Url::parse(s.trim_end_matches('/'))?;
+        if !matches!(url.scheme(), "http" | "https") {
+            return Err(BaseUrlError::Scheme);
+        }
+        let bare = url.host_str().is_some()
+            && url.path() == "/"
+            && url.query().is_none()
+            && url.fragment().is_none()
+            && url.username().is_empty()
+            && url.password().is_none();
+        if !bare {
+            return Err(BaseUrlError::NotBare);
+        }
+        let origin = url.as_str().trim_end_matches('/').to_owned();
+        Ok(Self {
+            origin,
+            scheme_len: url.scheme().len() + 3,
+        })
+    }
+
+    /// `host[:port]`: the `domain` of links made under this base.
+    pub fn domain(&self) -> &str {
+        &self.origin[self.scheme_len..]
+    }
+
+    /// `scheme://host[:port]`.
+    pub fn as_str(&self) -> &str {
+        &self.origin
+    }
+
+    /// The short URL of `code` on `domain` (the link's own domain, which is this base's domain
+    /// for every link created under it).
+    pub fn short_url_on(&self, domain: &str, code: &str) -> String {
+        let scheme = &self.origin[..self.scheme_len];
+        format!("{scheme}{domain}/{code}")
+    }
+
+    /// The short URL of `slug` under this base.
+    pub fn short_url(&self, slug: &Slug) -> String {
+        format!("{}/{}", self.origin, slug.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keeps_port_and_drops_trailing_slash() {
+        let b = BaseUrl::parse("http://127.0.0.1:8080/").unwrap();
+        assert_eq!(b.as_str(), "http://127.0.0.1:8080");
+        assert_eq!(b.domain(), "127.0.0.1:8080");
+        let b = BaseUrl::parse("https://Sho.RT:443").unwrap();
+        assert_eq!(b.domain(), "sho.rt");
+        assert_eq!(
+            b.short_url(&Slug::parse("abc").unwrap()),
+            "https://sho.rt/abc"
+        );
+    }
+
+    #[test]
+    fn rejects_paths_and_other_schemes() {
+        assert_eq!(
+            BaseUrl::parse("https://sho.rt/x"),
+            Err(BaseUrlError::NotBare)
+        );
+        assert_eq!(BaseUrl::parse("ftp://sho.rt"), Err(BaseUrlError::Scheme));
+        assert!(BaseUrl::parse("nonsense").is_err());
+    }
+}

@@ -1,0 +1,174 @@
+//! Webhook events: their kinds and the JSON body a receiver gets.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::Serialize;
+
+use crate::{LinkView, Timestamp};
+
+/// The kinds of event a webhook can subscribe to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum EventKind {
+    /// A link was created (single or bulk).
+    LinkCreated,
+    /// A redirect was counted as a click.
+    LinkClicked,
+}
+
+impl EventKind {
+    /// Every kind, in the order the docs list them.
+    pub const ALL: [EventKind; 2] = [EventKind::LinkCreated, EventKind::LinkClicked];
+
+    /// The wire name, e.g. `link.created`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventKind::LinkCreated => "link.created",
+            EventKind::LinkClicked => "link.clicked",
+        }
+    }
+}
+
+/// A string that names no event kind.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown event '{0}'; known events are link.created, link.clicked")]
+pub struct UnknownEventKind(pub String);
+
+impl FromStr for EventKind {
+    type Err = UnknownEventKind;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        EventKind::ALL
+            .into_iter()
+            .find(|k| k.as_str() == s)
+            .ok_or_else(|| UnknownEventKind(s.to_owned()))
+    }
+}
+
+impl fmt::Display for EventKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for EventKind {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+/// What is known of one click, as sent in `link.clicked`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClickInfo {
+    /// When the redirect was answered.
+    pub timestamp: Timestamp,
+    /// The `Referer` header, if any.
+    pub referrer: Option<String>,
+    /// The `User-Agent` header, if any.
+    pub user_agent: Option<String>,
+}
+
+/// The body of a webhook delivery: `{"type", "timestamp", "data"}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "type", content = "data")]
+pub enum EventData {
+    /// `data` is the Link.
+    #[serde(rename = "link.created")]
+    LinkCreated(LinkView),
+    /// `data` is `{"link", "click"}`.
+    #[serde(rename = "link.clicked")]
+    LinkClicked {
+        /// The link as it was when clicked.
+        link: LinkView,
+        /// The click.
+        click: ClickInfo,
+    },
+}
+
+/// One event, as written to the outbox and sent to receivers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Event {
+    /// When it happened.
+    pub timestamp: Timestamp,
+    /// What happened; serialises as `type` and `data`.
+    #[serde(flatten)]
+    pub data: EventData,
+}
+
+impl Event {
+    /// A `link.created` event.
+    pub fn link_created(link: LinkView) -> Self {
+        Self {
+            timestamp: link.created_at,
+            data: EventData::LinkCreated(link),
+        }
+    }
+
+    /// A `link.clicked` event.
+    pub fn link_clicked(link: LinkView, click: ClickInfo) -> Self {
+        Self {
+            timestamp: click.timestamp,
+            data: EventData::LinkClicked { link, click },
+        }
+    }
+
+    /// Its kind.
+    pub fn kind(&self) -> EventKind {
+        match self.data {
+            EventData::LinkCreated(_) => EventKind::LinkCreated,
+            EventData::LinkClicked { .. } => EventKind::LinkClicked,
+        }
+    }
+
+    /// The JSON body receivers get. Serialising these plain structs cannot fail.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{LinkId, Timestamp};
+
+    fn view() -> LinkView {
+        LinkView {
+            id: LinkId::parse("link_01JD0000000000000000000000").unwrap(),
+            domain: "sho.rt".into(),
+            short_code: "abc".into(),
+            short_url: "https://sho.rt/abc".into(),
+            destination: "https://example.com/".into(),
+            clicks: 0,
+            created_at: Timestamp::from_unix_millis(0),
+        }
+    }
+
+    #[test]
+    fn bodies_have_type_timestamp_and_data() {
+        let created: serde_json::Value =
+            serde_json::from_str(&Event::link_created(view()).to_json()).unwrap();
+        assert_eq!(created["type"], "link.created");
+        assert_eq!(created["timestamp"], "1970-01-01T00:00:00.000Z");
+        assert_eq!(created["data"]["shortUrl"], "https://sho.rt/abc");
+
+        let click = ClickInfo {
+            timestamp: Timestamp::from_unix_millis(1000),
+            referrer: None,
+            user_agent: Some("ua".into()),
+        };
+        let clicked: serde_json::Value =
+            serde_json::from_str(&Event::link_clicked(view(), click).to_json()).unwrap();
+        assert_eq!(clicked["type"], "link.clicked");
+        assert_eq!(clicked["timestamp"], "1970-01-01T00:00:01.000Z");
+        assert_eq!(clicked["data"]["link"]["shortCode"], "abc");
+        assert_eq!(clicked["data"]["click"]["userAgent"], "ua");
+        assert!(clicked["data"]["click"]["referrer"].is_null());
+    }
+
+    #[test]
+    fn kinds_parse_by_wire_name_only() {
+        assert_eq!("link.clicked".parse(), Ok(EventKind::LinkClicked));
+        assert!("link.deleted".parse::<EventKind>().is_err());
+        assert!("LINK.CREATED".parse::<EventKind>().is_err());
+    }
+}

@@ -1,0 +1,28 @@
+#![doc = include_str!("../README.md")]
+
+mod api_key;
+mod base_url;
+mod destination;
+mod event;
+mod ids;
+mod link;
+mod ports;
+mod slug;
+mod timestamp;
+mod webhook;
+mod workspace;
+
+pub use api_key::{ApiKey, ApiKeyHash, ApiKeySecret};
+pub use base_url::{BaseUrl, BaseUrlError};
+pub use destination::{Destination, DestinationError, MAX_DESTINATION_LEN};
+pub use event::{ClickInfo, Event, EventData, EventKind, UnknownEventKind};
+pub use ids::{ApiKeyId, IdError, LinkId, MessageId, WebhookId, WorkspaceId};
+pub use link::{Link, LinkView};
+pub use ports::{AttemptRecord, ClaimedDelivery, DeliveryQueue, NextStep};
+pub use slug::{GENERATED_SLUG_LEN, MAX_SLUG_LEN, RESERVED_SLUGS, Slug, SlugError};
+pub use timestamp::Timestamp;
+pub use webhook::{
+    Delivery, DeliveryState, MAX_CONSECUTIVE_FAILURES, Webhook, WebhookSecret, WebhookTarget,
+    WebhookTargetError, is_public_ip,
+};
+pub use workspace::{DEFAULT_RATE_LIMIT, RateLimit, RateLimitError, Workspace};

@@ -1,0 +1,77 @@
+//! The traits through which the outer crates meet. `webhooks` delivers through a
+//! [`DeliveryQueue`] that `storage` implements, so neither depends on the other.
+
+use std::future::Future;
+
+use crate::{Delivery, MessageId, Timestamp, WebhookId, WebhookSecret, WebhookTarget};
+
+/// A delivery a worker has leased: nobody else attempts it until the lease ends.
+#[derive(Debug, Clone)]
+pub struct ClaimedDelivery {
+    /// The delivery.
+    pub delivery: Delivery,
+    /// Where to send it.
+    pub target: WebhookTarget,
+    /// What to sign it with.
+    pub secret: WebhookSecret,
+}
+
+/// What one attempt ended in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AttemptRecord {
+    /// The event.
+    pub event_id: MessageId,
+    /// The endpoint.
+    pub webhook_id: WebhookId,
+    /// When the attempt started.
+    pub started_at: Timestamp,
+    /// How long it took, in milliseconds.
+    pub duration_ms: i64,
+    /// The receiver's HTTP status, when one answered.
+    pub status_code: Option<i32>,
+    /// Why no acceptable answer came (timeout, refused, non-public address, …).
+    pub error: Option<String>,
+    /// What happens next.
+    pub next: NextStep,
+}
+
+/// The delivery's next state after an attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NextStep {
+    /// A 2xx came back: done.
+    Delivered,
+    /// Try again at this instant.
+    RetryAt(Timestamp),
+    /// That was the last try of the schedule.
+    Failed,
+}
+
+/// The durable outbox the delivery worker drains.
+pub trait DeliveryQueue: Clone + Send + Sync + 'static {
+    /// The store's error.
+    type Error: std::error::Error + Send + Sync + 'static;
+
+    /// Leases up to `limit` pending deliveries due at or before `now` to the caller until
+    /// `lease_until`. Several processes may call this at once; each delivery goes to one of them.
+    fn claim_due(
+        &self,
+        now: Timestamp,
+        limit: i64,
+        lease_until: Timestamp,
+    ) -> impl Future<Output = Result<Vec<ClaimedDelivery>, Self::Error>> + Send;
+
+    /// Records an attempt and moves the delivery on; ends its lease. Keeps the endpoint's count
+    /// of consecutive failed deliveries and disables it at the limit.
+    fn record_attempt(
+        &self,
+        attempt: &AttemptRecord,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send;
+
+    /// Ends the lease of a delivery that was claimed but not attempted (graceful stop), so
+    /// another worker can take it at once.
+    fn release(
+        &self,
+        event_id: MessageId,
+        webhook_id: WebhookId,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send;
+}

@@ -1,0 +1,84 @@
+//! Instants as the API shows them: RFC 3339, UTC, exactly three fractional digits and `Z`.
+
+use std::fmt;
+
+use serde::{Serialize, Serializer};
+use time::{OffsetDateTime, UtcOffset, format_description::FormatItem, macros::format_description};
+
+const FORMAT: &[FormatItem<'static>] =
+    format_description!("[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z");
+
+/// A UTC instant with millisecond precision, which is what the databases store.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Timestamp(OffsetDateTime);
+
+impl Timestamp {
+    /// The current instant, truncated to whole milliseconds.
+    pub fn now() -> Self {
+        Self::from_unix_millis(unix_millis(OffsetDateTime::now_utc()))
+    }
+
+    /// The instant `ms` milliseconds after the Unix epoch. Values beyond what `time` can
+    /// represent saturate at the epoch, so reading a corrupt row cannot panic.
+    pub fn from_unix_millis(ms: i64) -> Self {
+        let dt = OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
+            .unwrap_or(OffsetDateTime::UNIX_EPOCH);
+        Self(dt.to_offset(UtcOffset::UTC))
+    }
+
+    /// Milliseconds since the Unix epoch: the storage representation.
+    pub fn unix_millis(self) -> i64 {
+        unix_millis(self.0)
+    }
+
+    /// Whole seconds since the Unix epoch (the `webhook-timestamp` header).
+    pub fn unix_seconds(self) -> i64 {
+        self.0.unix_timestamp()
+    }
+
+    /// This instant moved by `d`.
+    pub fn plus(self, d: std::time::Duration) -> Self {
+        let ms = i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
+        Self::from_unix_millis(self.unix_millis().saturating_add(ms))
+    }
+}
+
+fn unix_millis(dt: OffsetDateTime) -> i64 {
+    i64::try_from(dt.unix_timestamp_nanos() / 1_000_000).unwrap_or(0)
+}
+
+impl fmt::Display for Timestamp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Formatting a UTC date between years 0 and 9999 with this description cannot fail.
+        let s = self.0.format(FORMAT).map_err(|_| fmt::Error)?;
+        f.write_str(&s)
+    }
+}
+
+impl fmt::Debug for Timestamp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+impl Serialize for Timestamp {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats_with_three_fraction_digits_and_z() {
+        let t = Timestamp::from_unix_millis(1_795_647_752_123);
+        assert_eq!(t.to_string(), "2026-11-25T23:02:32.123Z");
+        assert_eq!(
+            Timestamp::from_unix_millis(0).to_string(),
+            "1970-01-01T00:00:00.000Z"
+        );
+        assert_eq!(t.unix_millis(), 1_795_647_752_123);
+    }
+}

@@ -1,0 +1,249 @@
+//! Webhook endpoints, their secrets and targets, and the deliveries of events to them.
+
+use std::fmt;
+use std::net::IpAddr;
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use rand::RngCore;
+use url::{Host, Url};
+
+use crate::{EventKind, MessageId, Timestamp, WebhookId, WorkspaceId};
+
+/// An endpoint is disabled after this many deliveries in a row end `failed`.
+pub const MAX_CONSECUTIVE_FAILURES: i32 = 20;
+
+const SECRET_PREFIX: &str = "whsec_";
+
+/// A webhook signing secret: `whsec_` + base64 of 32 random bytes. Shown once, at creation;
+/// does not print itself through `Debug`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct WebhookSecret(String);
+
+impl WebhookSecret {
+    /// A new random secret.
+    pub fn generate() -> Self {
+        let mut bytes = [0u8; 32];
+        rand::rng().fill_bytes(&mut bytes);
+        Self(format!("{SECRET_PREFIX}{}", STANDARD.encode(bytes)))
+    }
+
+    /// Rebuilds a secret read back from storage.
+    pub fn from_stored(s: String) -> Self {
+        Self(s)
+    }
+
+    /// The secret text (`whsec_…`).
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+
+    /// The key bytes the HMAC is keyed with: the base64 after `whsec_`, decoded. A secret that is
+    /// not valid base64 is used as raw bytes, as the Standard Webhooks libraries do not agree there.
+    pub fn key_bytes(&self) -> Vec<u8> {
+        let b64 = self.0.strip_prefix(SECRET_PREFIX).unwrap_or(&self.0);
+        STANDARD
+            .decode(b64)
+            .unwrap_or_else(|_| b64.as_bytes().to_vec())
+    }
+}
+
+impl fmt::Debug for WebhookSecret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("WebhookSecret(<redacted>)")
+    }
+}
+
+/// Why a URL cannot receive webhooks.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WebhookTargetError {
+    /// Not an absolute http(s) URL with a host, or too long.
+    #[error("targetUrl must be an absolute http or https URL of at most 2048 characters")]
+    NotHttpUrl,
+    /// Whitespace or control characters.
+    #[error("targetUrl must not contain whitespace or control characters")]
+    Whitespace,
+    /// Loopback, private, link-local, multicast or unspecified address (server-side request
+    /// forgery guard).
+    #[error(
+        "targetUrl must not point at a loopback, private, link-local or otherwise non-public address"
+    )]
+    PrivateAddress,
+}
+
+/// A URL that may receive webhooks. The address check here covers IP literals and `localhost`;
+/// names are resolved and checked again at each delivery, against DNS rebinding.
+#[derive(Clone, PartialEq, Eq)]
+pub struct WebhookTarget(Url);
+
+impl WebhookTarget {
+    /// Validates a target; `allow_private` lifts the address check (for tests and private
+    /// networks).
+    pub fn parse(s: &str, allow_private: bool) -> Result<Self, WebhookTargetError> {
+        if s.len() > 2048 {
+            return Err(WebhookTargetError::NotHttpUrl);
+        }
+        if s.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            return Err(WebhookTargetError::Whitespace);
+        }
+        let url = Url::parse(s).map_err(|_| WebhookTargetError::NotHttpUrl)?;
+        if !matches!(url.scheme(), "http" | "https") || url.host().is_none() {
+            return Err(WebhookTargetError::NotHttpUrl);
+        }
+        if !allow_private {
+            let public = match url.host() {
+                Some(Host::Ipv4(ip)) => is_public_ip(IpAddr::V4(ip)),
+                Some(Host::Ipv6(ip)) => is_public_ip(IpAddr::V6(ip)),
+                Some(Host::Domain(d)) => {
+                    let d = d.trim_end_matches('.');
+                    !(d.eq_ignore_ascii_case("localhost")
+                        || d.to_ascii_lowercase().ends_with(".localhost"))
+                }
+                None => false,
+            };
+            if !public {
+                return Err(WebhookTargetError::PrivateAddress);
+            }
+        }
+        Ok(Self(url))
+    }
+
+    /// Rebuilds a target read back from storage.
+    pub fn from_trusted(s: &str) -> Option<Self> {
+        Url::parse(s).ok().map(Self)
+    }
+
+    /// The URL.
+    pub fn url(&self) -> &Url {
+        &self.0
+    }
+
+    /// The URL as text.
+    pub fn as_str(&self) -> &str {
+        self.0.as_str()
+    }
+}
+
+impl fmt::Debug for WebhookTarget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self.0.as_str(), f)
+    }
+}
+
+/// Whether a webhook may be sent to `ip`: false for loopback, private (RFC 1918, unique local),
+/// link-local, carrier-grade NAT, multicast, broadcast, documentation, benchmarking and
+/// unspecified addresses, and for IPv6 forms that embed such an IPv4 address.
+pub fn is_public_ip(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(v4) => {
+            let [a, b, c, _] = v4.octets();
+            !(v4.is_loopback()
+                || v4.is_private()
+                || v4.is_link_local()
+                || v4.is_multicast()
+                || v4.is_broadcast()
+                || v4.is_unspecified()
+                || v4.is_documentation()
+                || a == 0
+                || (a == 100 && (64..128).contains(&b)) // shared address space (CGNAT)
+                || (a == 192 && b == 0 && c == 0) // IETF protocol assignments
+                || (a == 198 && (b == 18 || b == 19)) // benchmarking
+                || a >= 240) // reserved
+        }
+        IpAddr::V6(v6) => {
+            if let Some(v4) = v6.to_ipv4_mapped() {
+                return is_public_ip(IpAddr::V4(v4));
+            }
+            let seg0 = v6.segments()[0];
+            !(v6.is_loopback()
+                || v6.is_unspecified()
+                || v6.is_multicast()
+                || (seg0 & 0xfe00) == 0xfc00 // unique local
+                || (seg0 & 0xffc0) == 0xfe80 // link-local
+                || (seg0 & 0xffc0) == 0xfec0 // site-local (deprecated)
+                || seg0 == 0x2001 && v6.segments()[1] == 0x0db8 // documentation
+                || seg0 == 0x0064 && v6.segments()[1] == 0xff9b) // NAT64
+        }
+    }
+}
+
+/// A registered webhook endpoint.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Webhook {
+    /// `wh_<ulid>`.
+    pub id: WebhookId,
+    /// Only this workspace's events reach it.
+    pub workspace_id: WorkspaceId,
+    /// Where events are POSTed.
+    pub target: WebhookTarget,
+    /// The kinds it subscribes to; never empty.
+    pub events: Vec<EventKind>,
+    /// The signing secret.
+    pub secret: WebhookSecret,
+    /// When it was registered.
+    pub created_at: Timestamp,
+    /// Set once [`MAX_CONSECUTIVE_FAILURES`] deliveries in a row failed; no events reach it then.
+    pub disabled_at: Option<Timestamp>,
+    /// Deliveries in a row that ended `failed`.
+    pub consecutive_failures: i32,
+}
+
+/// Where a delivery stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DeliveryState {
+    /// Waiting for its first or next attempt.
+    Pending,
+    /// A receiver answered 2xx.
+    Delivered,
+    /// Every attempt of the retry schedule failed.
+    Failed,
+}
+
+impl DeliveryState {
+    /// The wire and storage name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeliveryState::Pending => "pending",
+            DeliveryState::Delivered => "delivered",
+            DeliveryState::Failed => "failed",
+        }
+    }
+
+    /// Parses a stored state name.
+    pub fn parse(s: &str) -> Option<Self> {
+        [
+            DeliveryState::Pending,
+            DeliveryState::Delivered,
+            DeliveryState::Failed,
+        ]
+        .into_iter()
+        .find(|st| st.as_str() == s)
+    }
+}
+
+/// One event on its way to one webhook.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Delivery {
+    /// The event's message id: the `webhook-id` header, the same on every attempt.
+    pub event_id: MessageId,
+    /// The receiving endpoint.
+    pub webhook_id: WebhookId,
+    /// The event's kind.
+    pub event_type: EventKind,
+    /// The exact JSON body that is signed and sent.
+    pub payload: String,
+    /// Where it stands.
+    pub state: DeliveryState,
+    /// Attempts made so far.
+    pub attempts: i32,
+    /// When the next attempt is due (meaningful while pending).
+    pub next_attempt_at: Timestamp,
+    /// HTTP status of the last attempt, if a response came.
+    pub last_status_code: Option<i32>,
+    /// Why the last attempt failed without a response (timeout, connection refused, …).
+    pub last_error: Option<String>,
+    /// When the event was written.
+    pub created_at: Timestamp,
+    /// When the row last changed.
+    pub updated_at: Timestamp,
+}
