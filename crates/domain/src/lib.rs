@@ -17,7 +17,7 @@ pub use base_url::{BaseUrl, BaseUrlError};
 pub use destination::{Destination, DestinationError, MAX_DESTINATION_LEN};
 pub use event::{ClickInfo, Event, EventData, EventKind, UnknownEventKind};
 pub use ids::{ApiKeyId, IdError, LinkId, MessageId, WebhookId, WorkspaceId};
-pub use link::{Link, LinkView};
+pub use link::{Link, LinkRef, LinkView};
 pub use ports::{AttemptRecord, ClaimedDelivery, DeliveryQueue, NextStep};
 pub use slug::{GENERATED_SLUG_LEN, MAX_SLUG_LEN, RESERVED_SLUGS, Slug, SlugError};
 pub use timestamp::Timestamp;

@@ -4,6 +4,26 @@ use serde::Serialize;
 
 use crate::{BaseUrl, Destination, LinkId, Slug, Timestamp, WorkspaceId};
 
+/// How a client names a link in a path: by id (`link_<ulid>`) or by short code. Custom slugs
+/// can never have the shape of a link id, so the two cannot be confused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LinkRef {
+    /// By identifier.
+    Id(LinkId),
+    /// By short code (on the service's domain).
+    Code(String),
+}
+
+impl LinkRef {
+    /// Reads a path segment.
+    pub fn parse(s: &str) -> Self {
+        match LinkId::parse(s) {
+            Ok(id) => LinkRef::Id(id),
+            Err(_) => LinkRef::Code(s.to_owned()),
+        }
+    }
+}
+
 /// A short link as stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Link {

@@ -1,1 +1,18 @@
-//! placeholder
+#![doc = include_str!("../README.md")]
+
+mod error;
+mod migrate;
+mod pg;
+mod pool;
+mod rows;
+mod schema;
+mod sqlite;
+mod store;
+#[cfg(feature = "testing")]
+pub mod testing;
+
+pub use error::StorageError;
+pub use store::{
+    AuthenticatedKey, ClickBatch, CreateOutcome, DatabaseKind, LinkClicks, NewLink, PoolOptions,
+    Store,
+};

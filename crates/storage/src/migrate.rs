@@ -1,0 +1,54 @@
+//! Embedded migrations. `serve` and `migrate` both run them; on PostgreSQL under an advisory lock
+//! so that instances starting together apply each migration once.
+
+use diesel::{Connection, RunQueryDsl, SqliteConnection};
+use diesel_async::AsyncPgConnection;
+use diesel_async::async_connection_wrapper::AsyncConnectionWrapper;
+use diesel_migrations::{EmbeddedMigrations, MigrationHarness, embed_migrations};
+
+use crate::StorageError;
+
+const SQLITE: EmbeddedMigrations = embed_migrations!("../../migrations/sqlite");
+const POSTGRES: EmbeddedMigrations = embed_migrations!("../../migrations/postgres");
+
+/// Any fixed number; it only has to be the same in every instance.
+const ADVISORY_LOCK_KEY: i64 = 0x5_4017_1_11C;
+
+fn failed(e: impl std::fmt::Display) -> StorageError {
+    StorageError::Migration(e.to_string())
+}
+
+/// Applies pending SQLite migrations and turns on WAL (a persistent property of the file).
+pub(crate) async fn sqlite(path: String) -> Result<usize, StorageError> {
+    tokio::task::spawn_blocking(move || {
+        let mut conn = SqliteConnection::establish(&path)
+            .map_err(|e| StorageError::Unavailable(e.to_string()))?;
+        diesel::sql_query("PRAGMA journal_mode = WAL").execute(&mut conn)?;
+        diesel::sql_query("PRAGMA busy_timeout = 5000").execute(&mut conn)?;
+        let applied = conn.run_pending_migrations(SQLITE).map_err(failed)?;
+        Ok(applied.len())
+    })
+    .await
+    .map_err(failed)?
+}
+
+/// Applies pending PostgreSQL migrations while holding a session advisory lock.
+pub(crate) async fn postgres(url: String) -> Result<usize, StorageError> {
+    let conn = <AsyncPgConnection as diesel_async::AsyncConnection>::establish(&url)
+        .await
+        .map_err(|e| StorageError::Unavailable(e.to_string()))?;
+    tokio::task::spawn_blocking(move || {
+        let mut conn = AsyncConnectionWrapper::<AsyncPgConnection>::from(conn);
+        diesel::sql_query(format!("SELECT pg_advisory_lock({ADVISORY_LOCK_KEY})"))
+            .execute(&mut conn)?;
+        let result = conn
+            .run_pending_migrations(POSTGRES)
+            .map(|v| v.len())
+            .map_err(failed);
+        diesel::sql_query(format!("SELECT pg_advisory_unlock({ADVISORY_LOCK_KEY})"))
+            .execute(&mut conn)?;
+        result
+    })
+    .await
+    .map_err(failed)?
+}

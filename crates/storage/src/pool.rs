@@ -1,0 +1,92 @@
+//! Connection pools, with explicit timeouts and the per-connection set-up each backend needs.
+
+use std::time::Duration;
+
+use deadpool::Runtime;
+use diesel_async::pooled_connection::deadpool::Pool;
+use diesel_async::pooled_connection::{AsyncDieselConnectionManager, ManagerConfig};
+use diesel_async::{AsyncConnection, AsyncPgConnection, SimpleAsyncConnection};
+use futures_util::FutureExt;
+
+use crate::{StorageError, sqlite};
+
+/// How long a caller waits for a pooled connection, a new connection, or a health check before
+/// the database counts as unavailable (503) rather than the request hanging.
+const POOL_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Every SQLite connection: wait for the single writer instead of failing at once, enforce
+/// foreign keys (off by default in SQLite), and fsync at checkpoints only. With WAL,
+/// `synchronous=NORMAL` loses nothing when the process crashes; only an OS crash or power cut can
+/// drop the last transactions, which is the trade every SQLite-backed service makes for speed.
+const SQLITE_PRAGMAS: &str =
+    "PRAGMA busy_timeout = 5000; PRAGMA foreign_keys = ON; PRAGMA synchronous = NORMAL;";
+
+/// A statement that runs longer than this is cancelled, so one runaway query cannot hold a
+/// pooled connection forever.
+const PG_SETUP: &str = "SET statement_timeout = '15s'";
+
+pub(crate) type PgPool = Pool<AsyncPgConnection>;
+pub(crate) type SqlitePool = Pool<sqlite::Conn>;
+
+fn build<C>(manager: AsyncDieselConnectionManager<C>, size: usize) -> Result<Pool<C>, StorageError>
+where
+    C: diesel_async::pooled_connection::PoolableConnection + Send + 'static,
+    AsyncDieselConnectionManager<C>: deadpool::managed::Manager<Type = C>,
+{
+    Pool::builder(manager)
+        .max_size(size)
+        .runtime(Runtime::Tokio1)
+        .wait_timeout(Some(POOL_TIMEOUT))
+        .create_timeout(Some(POOL_TIMEOUT))
+        .recycle_timeout(Some(POOL_TIMEOUT))
+        .build()
+        .map_err(|e| StorageError::Unavailable(e.to_string()))
+}
+
+pub(crate) fn postgres(url: &str, size: usize) -> Result<PgPool, StorageError> {
+    let mut config = ManagerConfig::default();
+    config.custom_setup = Box::new(|url| {
+        async move {
+            let mut conn = AsyncPgConnection::establish(url).await?;
+            conn.batch_execute(PG_SETUP)
+                .await
+                .map_err(diesel::ConnectionError::CouldntSetupConfiguration)?;
+            Ok(conn)
+        }
+        .boxed()
+    });
+    build(
+        AsyncDieselConnectionManager::new_with_config(url, config),
+        size,
+    )
+}
+
+/// SQLite allows one writer at a time. Writes go through a pool of exactly one connection, so
+/// they queue in the pool instead of contending for the file lock, and reads use their own
+/// connections beside it (WAL lets them run while the writer writes). Reader connections are
+/// `query_only`, so a write sent to the wrong pool fails loudly in tests.
+pub(crate) fn sqlite(path: &str, readers: usize) -> Result<(SqlitePool, SqlitePool), StorageError> {
+    let pool = |pragmas: &'static str, size| {
+        let mut config = ManagerConfig::<sqlite::Conn>::default();
+        config.custom_setup = Box::new(move |url| {
+            async move {
+                let mut conn = sqlite::Conn::establish(url).await?;
+                conn.batch_execute(pragmas)
+                    .await
+                    .map_err(diesel::ConnectionError::CouldntSetupConfiguration)?;
+                Ok(conn)
+            }
+            .boxed()
+        });
+        build(
+            AsyncDieselConnectionManager::new_with_config(path, config),
+            size,
+        )
+    };
+    let writer = pool(SQLITE_PRAGMAS, 1)?;
+    let readers = pool(
+        "PRAGMA busy_timeout = 5000; PRAGMA foreign_keys = ON; PRAGMA query_only = ON;",
+        readers,
+    )?;
+    Ok((readers, writer))
+}

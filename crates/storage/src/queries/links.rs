@@ -1,0 +1,201 @@
+//! Links: creation (single and bulk share one path), lookup, listing, change, deletion.
+
+use std::collections::HashSet;
+
+use diesel::prelude::*;
+use diesel_async::{AsyncConnection, RunQueryDsl};
+use shortlink_domain::{BaseUrl, Destination, Event, Link, LinkId, LinkRef, Slug, WorkspaceId};
+
+use super::{Conn, insert_new_links, outbox};
+use crate::rows::LinkRow;
+use crate::schema::links;
+use crate::{CreateOutcome, NewLink, StorageError};
+
+/// Generated slugs collide with probability ~n/62^7; after this many fresh draws for one link
+/// something else is wrong.
+const GENERATED_SLUG_ATTEMPTS: usize = 8;
+
+/// Inserts every link that can be inserted, in one transaction with one multi-row insert (plus
+/// one more per round of generated-slug collisions), and writes their `link.created` events to
+/// the outbox in the same transaction. Outcomes are in input order.
+pub(crate) async fn create_links(
+    c: &mut Conn,
+    new: Vec<NewLink>,
+    base: &BaseUrl,
+) -> Result<Vec<CreateOutcome>, StorageError> {
+    c.transaction(async |c| -> Result<Vec<CreateOutcome>, StorageError> {
+        let mut outcomes: Vec<Option<CreateOutcome>> = vec![None; new.len()];
+        let mut seen_custom = HashSet::new();
+        // (input index, row, whether the slug was chosen by the client)
+        let mut pending: Vec<(usize, LinkRow, bool)> = Vec::with_capacity(new.len());
+        for (i, link) in new.into_iter().enumerate() {
+            let custom = link.slug.is_some();
+            if let Some(slug) = &link.slug {
+                if !seen_custom.insert(slug.clone()) {
+                    outcomes[i] = Some(CreateOutcome::SlugConflict);
+                    continue;
+                }
+            }
+            let slug = link.slug.unwrap_or_else(Slug::generate);
+            let link = Link {
+                id: link.id,
+                workspace_id: link.workspace_id,
+                domain: link.domain,
+                short_code: slug,
+                destination: link.destination,
+                clicks: 0,
+                created_at: link.created_at,
+            };
+            pending.push((i, LinkRow::from_domain(&link), custom));
+        }
+
+        let mut created = Vec::new();
+        for _ in 0..GENERATED_SLUG_ATTEMPTS {
+            if pending.is_empty() {
+                break;
+            }
+            let rows: Vec<LinkRow> = pending.iter().map(|(_, row, _)| row.clone()).collect();
+            let inserted: HashSet<String> = insert_new_links(c, rows).await?.into_iter().collect();
+            let mut retry = Vec::new();
+            for (i, mut row, custom) in pending {
+                if inserted.contains(&row.id) {
+                    let link = row.into_domain()?;
+                    created.push((link.workspace_id, Event::link_created(link.view(base))));
+                    outcomes[i] = Some(CreateOutcome::Created(link));
+                } else if custom {
+                    outcomes[i] = Some(CreateOutcome::SlugConflict);
+                } else {
+                    row.short_code = Slug::generate().into_string();
+                    retry.push((i, row, custom));
+                }
+            }
+            pending = retry;
+        }
+        if !pending.is_empty() {
+            return Err(StorageError::Corrupt("no free generated short code"));
+        }
+        outbox::enqueue(c, &created).await?;
+        Ok(outcomes
+            .into_iter()
+            .map(|o| o.unwrap_or(CreateOutcome::SlugConflict))
+            .collect())
+    })
+    .await
+}
+
+fn by_ref<'a>(
+    workspace: WorkspaceId,
+    link: &'a LinkRef,
+    domain: &'a str,
+) -> Box<
+    dyn BoxableExpression<
+            links::table,
+            <Conn as diesel_async::AsyncConnectionCore>::Backend,
+            SqlType = diesel::sql_types::Bool,
+        > + 'a,
+> {
+    let in_workspace = links::workspace_id.eq(workspace.to_string());
+    match link {
+        LinkRef::Id(id) => Box::new(in_workspace.and(links::id.eq(id.to_string()))),
+        LinkRef::Code(code) => Box::new(
+            in_workspace
+                .and(links::domain.eq(domain))
+                .and(links::short_code.eq(code.as_str())),
+        ),
+    }
+}
+
+pub(crate) async fn get_link(
+    c: &mut Conn,
+    workspace: WorkspaceId,
+    link: &LinkRef,
+    domain: &str,
+) -> Result<Option<Link>, StorageError> {
+    links::table
+        .filter(by_ref(workspace, link, domain))
+        .select(LinkRow::as_select())
+        .first(c)
+        .await
+        .optional()?
+        .map(LinkRow::into_domain)
+        .transpose()
+}
+
+/// The redirect's lookup: by domain and code, across workspaces.
+pub(crate) async fn resolve(
+    c: &mut Conn,
+    domain: &str,
+    code: &str,
+) -> Result<Option<Link>, StorageError> {
+    links::table
+        .filter(links::domain.eq(domain))
+        .filter(links::short_code.eq(code))
+        .select(LinkRow::as_select())
+        .first(c)
+        .await
+        .optional()?
+        .map(LinkRow::into_domain)
+        .transpose()
+}
+
+/// Newest first; `before` is the id of the last link of the previous page.
+pub(crate) async fn list_links(
+    c: &mut Conn,
+    workspace: WorkspaceId,
+    limit: i64,
+    before: Option<LinkId>,
+) -> Result<Vec<Link>, StorageError> {
+    let mut query = links::table
+        .filter(links::workspace_id.eq(workspace.to_string()))
+        .select(LinkRow::as_select())
+        .order(links::id.desc())
+        .limit(limit)
+        .into_boxed();
+    if let Some(before) = before {
+        query = query.filter(links::id.lt(before.to_string()));
+    }
+    query
+        .load(c)
+        .await?
+        .into_iter()
+        .map(LinkRow::into_domain)
+        .collect()
+}
+
+pub(crate) async fn update_destination(
+    c: &mut Conn,
+    workspace: WorkspaceId,
+    link: &LinkRef,
+    domain: &str,
+    destination: &Destination,
+    now: i64,
+) -> Result<Option<Link>, StorageError> {
+    diesel::update(links::table)
+        .filter(by_ref(workspace, link, domain))
+        .set((
+            links::destination.eq(destination.as_str()),
+            links::updated_at.eq(now),
+        ))
+        .returning(LinkRow::as_returning())
+        .get_result(c)
+        .await
+        .optional()?
+        .map(LinkRow::into_domain)
+        .transpose()
+}
+
+pub(crate) async fn delete_link(
+    c: &mut Conn,
+    workspace: WorkspaceId,
+    link: &LinkRef,
+    domain: &str,
+) -> Result<Option<Link>, StorageError> {
+    diesel::delete(links::table)
+        .filter(by_ref(workspace, link, domain))
+        .returning(LinkRow::as_returning())
+        .get_result(c)
+        .await
+        .optional()?
+        .map(LinkRow::into_domain)
+        .transpose()
+}

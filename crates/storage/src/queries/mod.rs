@@ -1,0 +1,17 @@
+//! Every query, written once. This module is compiled twice, once in `crate::pg` and once in
+//! `crate::sqlite`, each time against that backend's connection type `Conn`; the
+//! [`Store`](crate::Store) picks the copy that matches its pool.
+
+mod clicks;
+mod deliveries;
+mod links;
+mod outbox;
+mod webhooks;
+mod workspaces;
+
+pub(crate) use super::{Conn, insert_deliveries, insert_new_links, lock_due};
+pub(crate) use clicks::*;
+pub(crate) use deliveries::*;
+pub(crate) use links::*;
+pub(crate) use webhooks::*;
+pub(crate) use workspaces::*;

@@ -1,0 +1,105 @@
+//! Writing events to the outbox: one delivery row per (event, subscribed active endpoint of the
+//! event's workspace), in the caller's transaction. No subscriber, no row: a workspace without
+//! webhooks pays one indexed read per transaction and nothing else.
+
+use std::collections::{HashMap, HashSet};
+
+use diesel::prelude::*;
+use diesel_async::RunQueryDsl;
+use shortlink_domain::{DeliveryState, Event, EventKind, MessageId, Timestamp, WorkspaceId};
+
+use super::{Conn, insert_deliveries};
+use crate::StorageError;
+use crate::rows::{DeliveryRow, split_events};
+use crate::schema::webhooks;
+
+/// Rows per insert statement, well under SQLite's bound-parameter limit.
+const INSERT_CHUNK: usize = 500;
+
+/// The active endpoints of some workspaces, with the kinds each subscribes to.
+pub(crate) struct Subscriptions(HashMap<WorkspaceId, Vec<(String, Vec<EventKind>)>>);
+
+impl Subscriptions {
+    /// Whether any endpoint of `workspace` wants `kind`.
+    pub(crate) fn wants(&self, workspace: WorkspaceId, kind: EventKind) -> bool {
+        self.0
+            .get(&workspace)
+            .is_some_and(|hooks| hooks.iter().any(|(_, kinds)| kinds.contains(&kind)))
+    }
+}
+
+pub(crate) async fn subscriptions(
+    c: &mut Conn,
+    workspaces: impl IntoIterator<Item = WorkspaceId>,
+) -> Result<Subscriptions, StorageError> {
+    let ids: HashSet<String> = workspaces.into_iter().map(|w| w.to_string()).collect();
+    let mut subs: HashMap<WorkspaceId, Vec<(String, Vec<EventKind>)>> = HashMap::new();
+    if ids.is_empty() {
+        return Ok(Subscriptions(subs));
+    }
+    let rows: Vec<(String, String, String)> = webhooks::table
+        .filter(webhooks::workspace_id.eq_any(ids))
+        .filter(webhooks::disabled_at.is_null())
+        .select((webhooks::id, webhooks::workspace_id, webhooks::events))
+        .load(c)
+        .await?;
+    for (hook, workspace, kinds) in rows {
+        let workspace =
+            WorkspaceId::parse(&workspace).map_err(|_| StorageError::Corrupt("workspace id"))?;
+        subs.entry(workspace)
+            .or_default()
+            .push((hook, split_events(&kinds)?));
+    }
+    Ok(Subscriptions(subs))
+}
+
+/// Writes each event for the subscribed endpoints of the workspace it is paired with.
+pub(crate) async fn write(
+    c: &mut Conn,
+    subs: &Subscriptions,
+    events: &[(WorkspaceId, Event)],
+) -> Result<(), StorageError> {
+    let now = Timestamp::now().unix_millis();
+    let mut rows = Vec::new();
+    for (workspace, event) in events {
+        let kind = event.kind();
+        let Some(hooks) = subs.0.get(workspace) else {
+            continue;
+        };
+        // One message id per event, shared by every endpoint that receives it.
+        let event_id = MessageId::generate().to_string();
+        let payload = event.to_json();
+        for (hook, _) in hooks.iter().filter(|(_, kinds)| kinds.contains(&kind)) {
+            rows.push(DeliveryRow {
+                event_id: event_id.clone(),
+                webhook_id: hook.clone(),
+                event_type: kind.as_str().to_owned(),
+                payload: payload.clone(),
+                state: DeliveryState::Pending.as_str().to_owned(),
+                attempts: 0,
+                next_attempt_at: now,
+                locked_until: None,
+                last_status_code: None,
+                last_error: None,
+                created_at: now,
+                updated_at: now,
+            });
+        }
+    }
+    for chunk in rows.chunks(INSERT_CHUNK) {
+        insert_deliveries(c, chunk.to_vec()).await?;
+    }
+    Ok(())
+}
+
+/// Loads the subscriptions of the events' workspaces and writes the events.
+pub(crate) async fn enqueue(
+    c: &mut Conn,
+    events: &[(WorkspaceId, Event)],
+) -> Result<(), StorageError> {
+    if events.is_empty() {
+        return Ok(());
+    }
+    let subs = subscriptions(c, events.iter().map(|(ws, _)| *ws)).await?;
+    write(c, &subs, events).await
+}

@@ -1,0 +1,90 @@
+//! Webhook endpoints and the read side of their deliveries.
+
+use diesel::prelude::*;
+use diesel_async::RunQueryDsl;
+use shortlink_domain::{Delivery, Webhook, WebhookId, WorkspaceId};
+
+use super::Conn;
+use crate::StorageError;
+use crate::rows::{DeliveryRow, WebhookRow};
+use crate::schema::{webhook_deliveries, webhooks};
+
+pub(crate) async fn insert_webhook(c: &mut Conn, hook: &Webhook) -> Result<(), StorageError> {
+    diesel::insert_into(webhooks::table)
+        .values(WebhookRow::from_domain(hook))
+        .execute(c)
+        .await?;
+    Ok(())
+}
+
+pub(crate) async fn list_webhooks(
+    c: &mut Conn,
+    workspace: WorkspaceId,
+) -> Result<Vec<Webhook>, StorageError> {
+    webhooks::table
+        .filter(webhooks::workspace_id.eq(workspace.to_string()))
+        .order(webhooks::id.desc())
+        .select(WebhookRow::as_select())
+        .load(c)
+        .await?
+        .into_iter()
+        .map(WebhookRow::into_domain)
+        .collect()
+}
+
+pub(crate) async fn get_webhook(
+    c: &mut Conn,
+    workspace: WorkspaceId,
+    id: WebhookId,
+) -> Result<Option<Webhook>, StorageError> {
+    webhooks::table
+        .filter(webhooks::workspace_id.eq(workspace.to_string()))
+        .filter(webhooks::id.eq(id.to_string()))
+        .select(WebhookRow::as_select())
+        .first(c)
+        .await
+        .optional()?
+        .map(WebhookRow::into_domain)
+        .transpose()
+}
+
+/// Deletes the endpoint and, by cascade, its deliveries and their attempts.
+pub(crate) async fn delete_webhook(
+    c: &mut Conn,
+    workspace: WorkspaceId,
+    id: WebhookId,
+) -> Result<bool, StorageError> {
+    let deleted = diesel::delete(webhooks::table)
+        .filter(webhooks::workspace_id.eq(workspace.to_string()))
+        .filter(webhooks::id.eq(id.to_string()))
+        .execute(c)
+        .await?;
+    Ok(deleted == 1)
+}
+
+/// The endpoint's most recent deliveries, newest first; `None` when the endpoint is not the
+/// workspace's.
+pub(crate) async fn list_deliveries(
+    c: &mut Conn,
+    workspace: WorkspaceId,
+    id: WebhookId,
+    limit: i64,
+) -> Result<Option<Vec<Delivery>>, StorageError> {
+    if get_webhook(c, workspace, id).await?.is_none() {
+        return Ok(None);
+    }
+    let rows = webhook_deliveries::table
+        .filter(webhook_deliveries::webhook_id.eq(id.to_string()))
+        .order((
+            webhook_deliveries::created_at.desc(),
+            webhook_deliveries::event_id.desc(),
+        ))
+        .limit(limit)
+        .select(DeliveryRow::as_select())
+        .load(c)
+        .await?;
+    rows.into_iter()
+        .map(DeliveryRow::into_domain)
+        .collect::<Result<_, _>>()
+        .map(Some)
+}

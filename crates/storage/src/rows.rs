@@ -1,0 +1,233 @@
+//! Rows as the database holds them, and their conversion to domain records.
+//!
+//! A row that cannot be converted (an id or state that fails to parse) means the database was
+//! written by something else than this crate; it is reported as [`StorageError::Corrupt`] rather
+//! than a panic.
+
+use diesel::prelude::*;
+use shortlink_domain::{
+    ApiKey, ApiKeyId, Delivery, DeliveryState, Destination, EventKind, Link, LinkId, MessageId,
+    RateLimit, Slug, Timestamp, Webhook, WebhookId, WebhookSecret, WebhookTarget, Workspace,
+    WorkspaceId,
+};
+
+use crate::StorageError;
+use crate::schema::{api_keys, links, webhook_deliveries, webhooks, workspaces};
+
+fn corrupt(what: &'static str) -> impl FnOnce() -> StorageError {
+    move || StorageError::Corrupt(what)
+}
+
+fn ts(ms: i64) -> Timestamp {
+    Timestamp::from_unix_millis(ms)
+}
+
+#[derive(Queryable, Selectable, Insertable)]
+#[diesel(table_name = workspaces)]
+pub(crate) struct WorkspaceRow {
+    pub id: String,
+    pub name: String,
+    pub rate_limit: i32,
+    pub created_at: i64,
+}
+
+impl WorkspaceRow {
+    pub fn from_domain(w: &Workspace) -> Self {
+        Self {
+            id: w.id.to_string(),
+            name: w.name.clone(),
+            rate_limit: i32::try_from(w.rate_limit.per_second()).unwrap_or(i32::MAX),
+            created_at: w.created_at.unix_millis(),
+        }
+    }
+
+    pub fn into_domain(self) -> Result<Workspace, StorageError> {
+        Ok(Workspace {
+            id: WorkspaceId::parse(&self.id)
+                .ok()
+                .ok_or_else(corrupt("workspace id"))?,
+            name: self.name,
+            rate_limit: u32::try_from(self.rate_limit)
+                .ok()
+                .and_then(|r| RateLimit::new(r).ok())
+                .ok_or_else(corrupt("rate limit"))?,
+            created_at: ts(self.created_at),
+        })
+    }
+}
+
+#[derive(Queryable, Selectable, Insertable)]
+#[diesel(table_name = api_keys, treat_none_as_default_value = false)]
+pub(crate) struct ApiKeyRow {
+    pub id: String,
+    pub workspace_id: String,
+    pub name: String,
+    pub prefix: String,
+    pub key_hash: String,
+    pub created_at: i64,
+    pub revoked_at: Option<i64>,
+}
+
+impl ApiKeyRow {
+    pub fn into_domain(self) -> Result<ApiKey, StorageError> {
+        Ok(ApiKey {
+            id: ApiKeyId::parse(&self.id)
+                .ok()
+                .ok_or_else(corrupt("api key id"))?,
+            workspace_id: WorkspaceId::parse(&self.workspace_id)
+                .ok()
+                .ok_or_else(corrupt("workspace id"))?,
+            name: self.name,
+            prefix: self.prefix,
+            created_at: ts(self.created_at),
+            revoked_at: self.revoked_at.map(ts),
+        })
+    }
+}
+
+#[derive(Queryable, Selectable, Insertable, Clone)]
+#[diesel(table_name = links)]
+pub(crate) struct LinkRow {
+    pub id: String,
+    pub workspace_id: String,
+    pub domain: String,
+    pub short_code: String,
+    pub destination: String,
+    pub clicks: i64,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+impl LinkRow {
+    pub fn from_domain(l: &Link) -> Self {
+        Self {
+            id: l.id.to_string(),
+            workspace_id: l.workspace_id.to_string(),
+            domain: l.domain.clone(),
+            short_code: l.short_code.to_string(),
+            destination: l.destination.to_string(),
+            clicks: l.clicks,
+            created_at: l.created_at.unix_millis(),
+            updated_at: l.created_at.unix_millis(),
+        }
+    }
+
+    pub fn into_domain(self) -> Result<Link, StorageError> {
+        Ok(Link {
+            id: LinkId::parse(&self.id)
+                .ok()
+                .ok_or_else(corrupt("link id"))?,
+            workspace_id: WorkspaceId::parse(&self.workspace_id)
+                .ok()
+                .ok_or_else(corrupt("workspace id"))?,
+            domain: self.domain,
+            short_code: Slug::from_trusted(self.short_code),
+            destination: Destination::from_trusted(self.destination),
+            clicks: self.clicks,
+            created_at: ts(self.created_at),
+        })
+    }
+}
+
+#[derive(Queryable, Selectable, Insertable)]
+#[diesel(table_name = webhooks, treat_none_as_default_value = false)]
+pub(crate) struct WebhookRow {
+    pub id: String,
+    pub workspace_id: String,
+    pub target_url: String,
+    pub secret: String,
+    pub events: String,
+    pub created_at: i64,
+    pub disabled_at: Option<i64>,
+    pub consecutive_failures: i32,
+}
+
+pub(crate) fn join_events(events: &[EventKind]) -> String {
+    events
+        .iter()
+        .map(|e| e.as_str())
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+pub(crate) fn split_events(events: &str) -> Result<Vec<EventKind>, StorageError> {
+    events
+        .split(',')
+        .map(|e| e.parse().map_err(|_| StorageError::Corrupt("event kind")))
+        .collect()
+}
+
+impl WebhookRow {
+    pub fn from_domain(w: &Webhook) -> Self {
+        Self {
+            id: w.id.to_string(),
+            workspace_id: w.workspace_id.to_string(),
+            target_url: w.target.as_str().to_owned(),
+            secret: w.secret.expose().to_owned(),
+            events: join_events(&w.events),
+            created_at: w.created_at.unix_millis(),
+            disabled_at: w.disabled_at.map(Timestamp::unix_millis),
+            consecutive_failures: w.consecutive_failures,
+        }
+    }
+
+    pub fn into_domain(self) -> Result<Webhook, StorageError> {
+        Ok(Webhook {
+            id: WebhookId::parse(&self.id)
+                .ok()
+                .ok_or_else(corrupt("webhook id"))?,
+            workspace_id: WorkspaceId::parse(&self.workspace_id)
+                .ok()
+                .ok_or_else(corrupt("workspace id"))?,
+            target: WebhookTarget::from_trusted(&self.target_url)
+                .ok_or_else(corrupt("target url"))?,
+            events: split_events(&self.events)?,
+            secret: WebhookSecret::from_stored(self.secret),
+            created_at: ts(self.created_at),
+            disabled_at: self.disabled_at.map(ts),
+            consecutive_failures: self.consecutive_failures,
+        })
+    }
+}
+
+#[derive(Queryable, Selectable, Insertable, Clone)]
+#[diesel(table_name = webhook_deliveries, treat_none_as_default_value = false)]
+pub(crate) struct DeliveryRow {
+    pub event_id: String,
+    pub webhook_id: String,
+    pub event_type: String,
+    pub payload: String,
+    pub state: String,
+    pub attempts: i32,
+    pub next_attempt_at: i64,
+    pub locked_until: Option<i64>,
+    pub last_status_code: Option<i32>,
+    pub last_error: Option<String>,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+impl DeliveryRow {
+    pub fn into_domain(self) -> Result<Delivery, StorageError> {
+        Ok(Delivery {
+            event_id: MessageId::parse(&self.event_id)
+                .ok()
+                .ok_or_else(corrupt("event id"))?,
+            webhook_id: WebhookId::parse(&self.webhook_id)
+                .ok()
+                .ok_or_else(corrupt("webhook id"))?,
+            event_type: self
+                .event_type
+                .parse()
+                .map_err(|_| StorageError::Corrupt("event kind"))?,
+            payload: self.payload,
+            state: DeliveryState::parse(&self.state).ok_or_else(corrupt("delivery state"))?,
+            attempts: self.attempts,
+            next_attempt_at: ts(self.next_attempt_at),
+            last_status_code: self.last_status_code,
+            last_error: self.last_error,
+            created_at: ts(self.created_at),
+            updated_at: ts(self.updated_at),
+        })
+    }
+}

@@ -1,0 +1,91 @@
+//! The diesel schema, shared by both backends (see `migrations/`).
+
+diesel::table! {
+    workspaces (id) {
+        id -> Text,
+        name -> Text,
+        rate_limit -> Integer,
+        created_at -> BigInt,
+    }
+}
+
+diesel::table! {
+    api_keys (id) {
+        id -> Text,
+        workspace_id -> Text,
+        name -> Text,
+        prefix -> Text,
+        key_hash -> Text,
+        created_at -> BigInt,
+        revoked_at -> Nullable<BigInt>,
+    }
+}
+
+diesel::table! {
+    links (id) {
+        id -> Text,
+        workspace_id -> Text,
+        domain -> Text,
+        short_code -> Text,
+        destination -> Text,
+        clicks -> BigInt,
+        created_at -> BigInt,
+        updated_at -> BigInt,
+    }
+}
+
+diesel::table! {
+    webhooks (id) {
+        id -> Text,
+        workspace_id -> Text,
+        target_url -> Text,
+        secret -> Text,
+        events -> Text,
+        created_at -> BigInt,
+        disabled_at -> Nullable<BigInt>,
+        consecutive_failures -> Integer,
+    }
+}
+
+diesel::table! {
+    webhook_deliveries (event_id, webhook_id) {
+        event_id -> Text,
+        webhook_id -> Text,
+        event_type -> Text,
+        payload -> Text,
+        state -> Text,
+        attempts -> Integer,
+        next_attempt_at -> BigInt,
+        locked_until -> Nullable<BigInt>,
+        last_status_code -> Nullable<Integer>,
+        last_error -> Nullable<Text>,
+        created_at -> BigInt,
+        updated_at -> BigInt,
+    }
+}
+
+diesel::table! {
+    webhook_attempts (event_id, webhook_id, attempt) {
+        event_id -> Text,
+        webhook_id -> Text,
+        attempt -> Integer,
+        started_at -> BigInt,
+        duration_ms -> BigInt,
+        status_code -> Nullable<Integer>,
+        error -> Nullable<Text>,
+    }
+}
+
+diesel::joinable!(api_keys -> workspaces (workspace_id));
+diesel::joinable!(links -> workspaces (workspace_id));
+diesel::joinable!(webhooks -> workspaces (workspace_id));
+diesel::joinable!(webhook_deliveries -> webhooks (webhook_id));
+
+diesel::allow_tables_to_appear_in_same_query!(
+    workspaces,
+    api_keys,
+    links,
+    webhooks,
+    webhook_deliveries,
+    webhook_attempts,
+);

@@ -1,0 +1,72 @@
+//! The queries, compiled for SQLite, and the few statements whose SQL differs by backend.
+//!
+//! diesel implements SQLite's batch insert for its synchronous connection only, so the outbox
+//! insert runs on it through the wrapper's `spawn_blocking` (inside the caller's transaction: it is
+//! the same connection).
+
+use diesel::prelude::*;
+use diesel_async::RunQueryDsl;
+
+use crate::rows::{DeliveryRow, LinkRow};
+use crate::schema::webhook_deliveries as d;
+
+pub(crate) type Conn =
+    diesel_async::sync_connection_wrapper::SyncConnectionWrapper<diesel::SqliteConnection>;
+
+#[path = "queries/mod.rs"]
+pub(crate) mod queries;
+
+/// Selects due deliveries. This runs in a write transaction on SQLite's single writer
+/// connection, so no other claim can interleave and no row lock is needed.
+pub(crate) async fn lock_due(
+    c: &mut Conn,
+    now: i64,
+    limit: i64,
+) -> QueryResult<Vec<(String, String)>> {
+    queries::due(now, limit).load(c).await
+}
+
+/// One multi-row `INSERT … ON CONFLICT DO NOTHING RETURNING id`: the ids that were inserted.
+///
+/// Written as SQL because diesel runs a batch insert of structs on SQLite row by row, and
+/// there a row skipped by `DO NOTHING` fails the whole statement with `NotFound`.
+pub(crate) async fn insert_new_links(c: &mut Conn, rows: Vec<LinkRow>) -> QueryResult<Vec<String>> {
+    use diesel::sql_types::{BigInt, Text};
+
+    #[derive(QueryableByName)]
+    struct Inserted {
+        #[diesel(sql_type = Text)]
+        id: String,
+    }
+
+    if rows.is_empty() {
+        return Ok(Vec::new());
+    }
+    let placeholders = vec!["(?, ?, ?, ?, ?, ?, ?, ?)"; rows.len()].join(", ");
+    let sql = format!(
+        "INSERT INTO links (id, workspace_id, domain, short_code, destination, clicks, created_at, \
+         updated_at) VALUES {placeholders} ON CONFLICT DO NOTHING RETURNING id"
+    );
+    let mut query = diesel::sql_query(sql).into_boxed::<diesel::sqlite::Sqlite>();
+    for row in rows {
+        query = query
+            .bind::<Text, _>(row.id)
+            .bind::<Text, _>(row.workspace_id)
+            .bind::<Text, _>(row.domain)
+            .bind::<Text, _>(row.short_code)
+            .bind::<Text, _>(row.destination)
+            .bind::<BigInt, _>(row.clicks)
+            .bind::<BigInt, _>(row.created_at)
+            .bind::<BigInt, _>(row.updated_at);
+    }
+    let inserted: Vec<Inserted> = query.load(c).await?;
+    Ok(inserted.into_iter().map(|r| r.id).collect())
+}
+
+/// One multi-row insert into the outbox.
+pub(crate) async fn insert_deliveries(c: &mut Conn, rows: Vec<DeliveryRow>) -> QueryResult<usize> {
+    c.spawn_blocking(move |c| {
+        diesel::RunQueryDsl::execute(diesel::insert_into(d::table).values(rows), c)
+    })
+    .await
+}

@@ -1,0 +1,274 @@
+use std::time::Duration;
+
+use shortlink_domain::{
+    AttemptRecord, ClickInfo, DeliveryQueue, DeliveryState, EventKind, NextStep, Timestamp,
+    Webhook, WebhookId, WebhookSecret, WebhookTarget, Workspace,
+};
+use shortlink_storage::{ClickBatch, LinkClicks, Store};
+
+use crate::{base, create, each_backend, new_link, workspace};
+
+async fn webhook(store: &Store, ws: &Workspace, events: &[EventKind]) -> Webhook {
+    let hook = Webhook {
+        id: WebhookId::generate(),
+        workspace_id: ws.id,
+        target: WebhookTarget::parse("https://hooks.example.com/in", false).unwrap(),
+        events: events.to_vec(),
+        secret: WebhookSecret::generate(),
+        created_at: Timestamp::now(),
+        disabled_at: None,
+        consecutive_failures: 0,
+    };
+    store.create_webhook(&hook).await.unwrap();
+    hook
+}
+
+fn later() -> Timestamp {
+    Timestamp::now().plus(Duration::from_secs(60))
+}
+
+each_backend!(
+    events_reach_subscribed_endpoints_of_their_workspace_only,
+    |store| {
+        let acme = workspace(&store, "acme").await;
+        let globex = workspace(&store, "globex").await;
+        let created = webhook(&store, &acme, &[EventKind::LinkCreated]).await;
+        let clicked = webhook(&store, &acme, &[EventKind::LinkClicked]).await;
+        let other = webhook(
+            &store,
+            &globex,
+            &[EventKind::LinkCreated, EventKind::LinkClicked],
+        )
+        .await;
+
+        let link = create(&store, new_link(&acme, Some("x"), "https://example.com/")).await;
+        let click = ClickInfo {
+            timestamp: Timestamp::now(),
+            referrer: Some("https://ref.example/".into()),
+            user_agent: None,
+        };
+        let batch = ClickBatch {
+            links: vec![LinkClicks {
+                link_id: link.id,
+                workspace_id: acme.id,
+                count: 2,
+                clicks: vec![click],
+            }],
+        };
+        store.record_clicks(&batch, &base()).await.unwrap();
+
+        let on_created = store
+            .list_deliveries(acme.id, created.id, 10)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(on_created.len(), 1);
+        assert_eq!(on_created[0].event_type, EventKind::LinkCreated);
+        assert_eq!(on_created[0].state, DeliveryState::Pending);
+        let body: serde_json::Value = serde_json::from_str(&on_created[0].payload).unwrap();
+        assert_eq!(body["type"], "link.created");
+        assert_eq!(body["data"]["id"], link.id.to_string());
+        assert_eq!(body["data"]["shortUrl"], "https://sho.rt/x");
+
+        let on_clicked = store
+            .list_deliveries(acme.id, clicked.id, 10)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            on_clicked.len(),
+            2,
+            "one event per counted click, even without details"
+        );
+        let referrers: Vec<serde_json::Value> = on_clicked
+            .iter()
+            .map(|d| {
+                serde_json::from_str::<serde_json::Value>(&d.payload).unwrap()["data"]["click"]
+                        ["referrer"]
+                        .clone()
+            })
+            .collect();
+        assert!(referrers.contains(&serde_json::json!("https://ref.example/")));
+        assert!(referrers.contains(&serde_json::Value::Null));
+
+        assert_eq!(
+            store
+                .list_deliveries(globex.id, other.id, 10)
+                .await
+                .unwrap()
+                .unwrap()
+                .len(),
+            0
+        );
+        assert_eq!(
+            store
+                .list_deliveries(globex.id, created.id, 10)
+                .await
+                .unwrap(),
+            None,
+            "not globex's endpoint"
+        );
+    }
+);
+
+each_backend!(claims_lease_and_attempts_move_deliveries_on, |store| {
+    let acme = workspace(&store, "acme").await;
+    let hook = webhook(&store, &acme, &[EventKind::LinkCreated]).await;
+    create(&store, new_link(&acme, Some("a"), "https://example.com/")).await;
+    create(&store, new_link(&acme, Some("b"), "https://example.com/")).await;
+
+    let now = Timestamp::now();
+    let claimed = store.claim_due(now, 10, later()).await.unwrap();
+    assert_eq!(claimed.len(), 2);
+    assert_eq!(claimed[0].target.as_str(), "https://hooks.example.com/in");
+    assert_eq!(claimed[0].secret, hook.secret);
+    assert!(
+        store.claim_due(now, 10, later()).await.unwrap().is_empty(),
+        "leased deliveries are not claimed twice"
+    );
+
+    let (first, second) = (&claimed[0].delivery, &claimed[1].delivery);
+    let retry_at = Timestamp::now().plus(Duration::from_secs(5));
+    store
+        .record_attempt(&AttemptRecord {
+            event_id: first.event_id,
+            webhook_id: hook.id,
+            started_at: now,
+            duration_ms: 12,
+            status_code: Some(500),
+            error: None,
+            next: NextStep::RetryAt(retry_at),
+        })
+        .await
+        .unwrap();
+    store
+        .record_attempt(&AttemptRecord {
+            event_id: second.event_id,
+            webhook_id: hook.id,
+            started_at: now,
+            duration_ms: 3,
+            status_code: Some(204),
+            error: None,
+            next: NextStep::Delivered,
+        })
+        .await
+        .unwrap();
+
+    let listed = store
+        .list_deliveries(acme.id, hook.id, 10)
+        .await
+        .unwrap()
+        .unwrap();
+    let first_now = listed
+        .iter()
+        .find(|d| d.event_id == first.event_id)
+        .unwrap();
+    assert_eq!(
+        (
+            first_now.state,
+            first_now.attempts,
+            first_now.last_status_code
+        ),
+        (DeliveryState::Pending, 1, Some(500))
+    );
+    assert_eq!(first_now.next_attempt_at, retry_at);
+    let second_now = listed
+        .iter()
+        .find(|d| d.event_id == second.event_id)
+        .unwrap();
+    assert_eq!(
+        (second_now.state, second_now.attempts),
+        (DeliveryState::Delivered, 1)
+    );
+
+    assert!(
+        store
+            .claim_due(Timestamp::now(), 10, later())
+            .await
+            .unwrap()
+            .is_empty(),
+        "retry not yet due"
+    );
+    let due_again = store.claim_due(retry_at, 10, later()).await.unwrap();
+    assert_eq!(due_again.len(), 1);
+    assert_eq!(due_again[0].delivery.event_id, first.event_id);
+
+    store.release(first.event_id, hook.id).await.unwrap();
+    assert_eq!(
+        store.claim_due(retry_at, 10, later()).await.unwrap().len(),
+        1,
+        "a released delivery is claimable at once"
+    );
+});
+
+each_backend!(
+    endpoints_are_disabled_after_consecutive_failed_deliveries,
+    |store| {
+        let acme = workspace(&store, "acme").await;
+        let hook = webhook(&store, &acme, &[EventKind::LinkCreated]).await;
+        let n = shortlink_domain::MAX_CONSECUTIVE_FAILURES as usize;
+        let batch = (0..n)
+            .map(|i| new_link(&acme, None, &format!("https://example.com/{i}")))
+            .collect();
+        store.create_links(batch, &base()).await.unwrap();
+        let claimed = store
+            .claim_due(Timestamp::now(), 100, later())
+            .await
+            .unwrap();
+        assert_eq!(claimed.len(), n);
+        for (i, c) in claimed.iter().enumerate() {
+            store
+                .record_attempt(&AttemptRecord {
+                    event_id: c.delivery.event_id,
+                    webhook_id: hook.id,
+                    started_at: Timestamp::now(),
+                    duration_ms: 1,
+                    status_code: None,
+                    error: Some("connection refused".into()),
+                    next: NextStep::Failed,
+                })
+                .await
+                .unwrap();
+            let now = store.get_webhook(acme.id, hook.id).await.unwrap().unwrap();
+            assert_eq!(now.consecutive_failures, i as i32 + 1);
+            assert_eq!(now.disabled_at.is_some(), i + 1 == n);
+        }
+        // A disabled endpoint gets no new events.
+        create(&store, new_link(&acme, None, "https://example.com/after")).await;
+        assert!(
+            store
+                .claim_due(Timestamp::now(), 100, later())
+                .await
+                .unwrap()
+                .is_empty()
+        );
+    }
+);
+
+each_backend!(concurrent_claims_never_share_a_delivery, |store| {
+    let acme = workspace(&store, "acme").await;
+    webhook(&store, &acme, &[EventKind::LinkCreated]).await;
+    let batch = (0..60)
+        .map(|i| new_link(&acme, None, &format!("https://example.com/{i}")))
+        .collect();
+    store.create_links(batch, &base()).await.unwrap();
+    let claims = (0..6).map(|_| {
+        let store = store.clone();
+        tokio::spawn(async move { store.claim_due(Timestamp::now(), 7, later()).await.unwrap() })
+    });
+    let mut ids = Vec::new();
+    for claim in claims {
+        ids.extend(
+            claim
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|c| c.delivery.event_id),
+        );
+    }
+    let total = ids.len();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), total, "no delivery was claimed twice");
+    assert_eq!(total, 42);
+});

@@ -1,0 +1,248 @@
+use shortlink_domain::{Destination, LinkRef};
+use shortlink_storage::{ClickBatch, CreateOutcome, LinkClicks};
+
+use crate::{base, create, each_backend, new_link, workspace};
+
+each_backend!(created_links_are_read_back_by_id_and_code, |store| {
+    let acme = workspace(&store, "acme").await;
+    let link = create(
+        &store,
+        new_link(&acme, Some("spring"), "https://example.com/a?b=1"),
+    )
+    .await;
+    assert_eq!(link.short_code.as_str(), "spring");
+    assert_eq!(link.clicks, 0);
+    assert_eq!(link.domain, "sho.rt");
+
+    let d = base().domain().to_owned();
+    assert_eq!(
+        store
+            .get_link(acme.id, &LinkRef::Id(link.id), &d)
+            .await
+            .unwrap(),
+        Some(link.clone())
+    );
+    assert_eq!(
+        store
+            .get_link(acme.id, &LinkRef::Code("spring".into()), &d)
+            .await
+            .unwrap(),
+        Some(link.clone())
+    );
+    assert_eq!(
+        store.resolve(&d, "spring").await.unwrap(),
+        Some(link.clone())
+    );
+    assert_eq!(
+        store.resolve(&d, "Spring").await.unwrap(),
+        None,
+        "codes are case-sensitive"
+    );
+    assert_eq!(store.resolve("other.domain", "spring").await.unwrap(), None);
+
+    let generated = create(&store, new_link(&acme, None, "https://example.com/")).await;
+    assert_eq!(generated.short_code.as_str().len(), 7);
+});
+
+each_backend!(another_workspace_sees_nothing, |store| {
+    let acme = workspace(&store, "acme").await;
+    let globex = workspace(&store, "globex").await;
+    let link = create(
+        &store,
+        new_link(&acme, Some("mine"), "https://example.com/"),
+    )
+    .await;
+    let d = base().domain().to_owned();
+    let by_id = LinkRef::Id(link.id);
+    assert_eq!(store.get_link(globex.id, &by_id, &d).await.unwrap(), None);
+    let dest = Destination::parse("https://evil.example/", &base()).unwrap();
+    assert_eq!(
+        store
+            .update_destination(globex.id, &by_id, &d, &dest)
+            .await
+            .unwrap(),
+        None
+    );
+    assert_eq!(
+        store.delete_link(globex.id, &by_id, &d).await.unwrap(),
+        None
+    );
+    assert_eq!(store.list_links(globex.id, 10, None).await.unwrap(), vec![]);
+    assert_eq!(
+        store.get_link(acme.id, &by_id, &d).await.unwrap(),
+        Some(link)
+    );
+});
+
+each_backend!(bulk_outcomes_are_in_order_and_independent, |store| {
+    let acme = workspace(&store, "acme").await;
+    let globex = workspace(&store, "globex").await;
+    create(
+        &store,
+        new_link(&globex, Some("taken"), "https://example.com/"),
+    )
+    .await;
+
+    let batch = vec![
+        new_link(&acme, Some("first"), "https://example.com/1"),
+        new_link(&acme, Some("taken"), "https://example.com/2"),
+        new_link(&acme, None, "https://example.com/3"),
+        new_link(&acme, Some("first"), "https://example.com/4"),
+        new_link(&acme, Some("last"), "https://example.com/5"),
+    ];
+    let outcomes = store.create_links(batch, &base()).await.unwrap();
+    let summary: Vec<Option<String>> = outcomes
+        .iter()
+        .map(|o| match o {
+            CreateOutcome::Created(l) => Some(l.destination.to_string()),
+            CreateOutcome::SlugConflict => None,
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        vec![
+            Some("https://example.com/1".into()),
+            None,
+            Some("https://example.com/3".into()),
+            None,
+            Some("https://example.com/5".into()),
+        ]
+    );
+    assert_eq!(store.list_links(acme.id, 100, None).await.unwrap().len(), 3);
+});
+
+each_backend!(listing_pages_newest_first_without_gaps, |store| {
+    let acme = workspace(&store, "acme").await;
+    let mut made = Vec::new();
+    for i in 0..7 {
+        made.push(
+            create(
+                &store,
+                new_link(&acme, None, &format!("https://example.com/{i}")),
+            )
+            .await
+            .id,
+        );
+    }
+    made.reverse();
+    let mut seen = Vec::new();
+    let mut before = None;
+    loop {
+        let page = store.list_links(acme.id, 3, before).await.unwrap();
+        if page.is_empty() {
+            break;
+        }
+        before = page.last().map(|l| l.id);
+        seen.extend(page.into_iter().map(|l| l.id));
+    }
+    assert_eq!(seen, made);
+});
+
+each_backend!(update_and_delete_change_what_resolve_finds, |store| {
+    let acme = workspace(&store, "acme").await;
+    let link = create(
+        &store,
+        new_link(&acme, Some("go"), "https://example.com/old"),
+    )
+    .await;
+    let d = base().domain().to_owned();
+    let code = LinkRef::Code("go".into());
+    let dest = Destination::parse("https://example.com/new", &base()).unwrap();
+    let updated = store
+        .update_destination(acme.id, &code, &d, &dest)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(updated.destination, dest);
+    assert_eq!(
+        store.resolve(&d, "go").await.unwrap().unwrap().destination,
+        dest
+    );
+
+    let deleted = store
+        .delete_link(acme.id, &LinkRef::Id(link.id), &d)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(deleted.id, link.id);
+    assert_eq!(store.resolve(&d, "go").await.unwrap(), None);
+    // The slug is free again.
+    create(
+        &store,
+        new_link(&acme, Some("go"), "https://example.com/again"),
+    )
+    .await;
+});
+
+each_backend!(click_batches_add_exactly, |store| {
+    let acme = workspace(&store, "acme").await;
+    let a = create(&store, new_link(&acme, Some("a"), "https://example.com/a")).await;
+    let b = create(&store, new_link(&acme, Some("b"), "https://example.com/b")).await;
+    let batch = |link: &shortlink_domain::Link, count| LinkClicks {
+        link_id: link.id,
+        workspace_id: acme.id,
+        count,
+        clicks: vec![],
+    };
+    store
+        .record_clicks(
+            &ClickBatch {
+                links: vec![batch(&a, 3), batch(&b, 1)],
+            },
+            &base(),
+        )
+        .await
+        .unwrap();
+    store
+        .record_clicks(
+            &ClickBatch {
+                links: vec![batch(&a, 2)],
+            },
+            &base(),
+        )
+        .await
+        .unwrap();
+    let d = base().domain().to_owned();
+    assert_eq!(
+        store
+            .get_link(acme.id, &LinkRef::Id(a.id), &d)
+            .await
+            .unwrap()
+            .unwrap()
+            .clicks,
+        5
+    );
+    assert_eq!(
+        store
+            .get_link(acme.id, &LinkRef::Id(b.id), &d)
+            .await
+            .unwrap()
+            .unwrap()
+            .clicks,
+        1
+    );
+
+    // A link deleted before its clicks are flushed does not break the batch.
+    store
+        .delete_link(acme.id, &LinkRef::Id(b.id), &d)
+        .await
+        .unwrap();
+    store
+        .record_clicks(
+            &ClickBatch {
+                links: vec![batch(&b, 4), batch(&a, 1)],
+            },
+            &base(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        store
+            .get_link(acme.id, &LinkRef::Id(a.id), &d)
+            .await
+            .unwrap()
+            .unwrap()
+            .clicks,
+        6
+    );
+});

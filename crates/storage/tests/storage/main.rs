@@ -1,0 +1,78 @@
+//! The storage suite: every test runs against SQLite, and against PostgreSQL when
+//! `TEST_POSTGRES_URL` is set, each on a database of its own.
+
+mod deliveries;
+mod links;
+mod workspaces;
+
+use shortlink_domain::{
+    ApiKey, ApiKeyId, ApiKeySecret, BaseUrl, Destination, RateLimit, Slug, Timestamp, Workspace,
+    WorkspaceId,
+};
+pub(crate) use shortlink_storage::testing::TestDatabase;
+use shortlink_storage::{CreateOutcome, NewLink, Store};
+
+/// Runs `body` once per configured backend with a fresh migrated store.
+macro_rules! each_backend {
+    ($name:ident, |$store:ident| $body:block) => {
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $name() {
+            for db in
+                $crate::TestDatabase::all(concat!(module_path!(), "::", stringify!($name))).await
+            {
+                let $store = db.store().await;
+                let run = async { $body };
+                run.await;
+                drop(db);
+            }
+        }
+    };
+}
+pub(crate) use each_backend;
+
+pub(crate) fn base() -> BaseUrl {
+    BaseUrl::parse("https://sho.rt").unwrap()
+}
+
+pub(crate) async fn workspace(store: &Store, name: &str) -> Workspace {
+    let ws = Workspace {
+        id: WorkspaceId::generate(),
+        name: name.to_owned(),
+        rate_limit: RateLimit::default(),
+        created_at: Timestamp::now(),
+    };
+    store.create_workspace(&ws).await.unwrap();
+    ws
+}
+
+pub(crate) async fn api_key(store: &Store, ws: &Workspace) -> (ApiKey, ApiKeySecret) {
+    let secret = ApiKeySecret::generate();
+    let key = ApiKey {
+        id: ApiKeyId::generate(),
+        workspace_id: ws.id,
+        name: "test".into(),
+        prefix: secret.display_prefix(),
+        created_at: Timestamp::now(),
+        revoked_at: None,
+    };
+    store.create_api_key(&key, &secret.hash()).await.unwrap();
+    (key, secret)
+}
+
+pub(crate) fn new_link(ws: &Workspace, slug: Option<&str>, dest: &str) -> NewLink {
+    NewLink {
+        id: shortlink_domain::LinkId::generate(),
+        workspace_id: ws.id,
+        domain: base().domain().to_owned(),
+        slug: slug.map(|s| Slug::parse(s).unwrap()),
+        destination: Destination::parse(dest, &base()).unwrap(),
+        created_at: Timestamp::now(),
+    }
+}
+
+pub(crate) async fn create(store: &Store, link: NewLink) -> shortlink_domain::Link {
+    match store.create_links(vec![link], &base()).await.unwrap().pop() {
+        Some(CreateOutcome::Created(link)) => link,
+        other => panic!("expected a created link, got {other:?}"),
+    }
+}
