@@ -1,1 +1,53 @@
-//! placeholder
+#![doc = include_str!("../README.md")]
+
+pub mod auth;
+pub mod cache;
+pub mod clicks;
+pub mod envelope;
+pub mod error;
+pub mod extract;
+pub mod middleware;
+pub mod ratelimit;
+pub mod routes;
+pub mod state;
+
+use actix_web::web::{self, Data};
+use actix_web::{HttpResponse, middleware as actix_middleware};
+
+pub use error::{ApiError, FieldError};
+pub use state::{AppState, HttpSettings};
+
+/// Mounts every route. The server wraps it with [`middleware::request_context`]:
+///
+/// ```no_run
+/// # fn demo(state: actix_web::web::Data<shortlink_http::AppState>) {
+/// use actix_web::{App, middleware::from_fn};
+/// let app = App::new()
+///     .wrap(from_fn(shortlink_http::middleware::request_context))
+///     .configure(|cfg| shortlink_http::configure(cfg, state.clone()));
+/// # }
+/// ```
+pub fn configure(cfg: &mut web::ServiceConfig, state: Data<AppState>) {
+    cfg.app_data(state)
+        .app_data(web::PayloadConfig::new(extract::MAX_BODY_BYTES))
+        .app_data(web::PathConfig::default().error_handler(|e, _| ApiError::invalid(e).into()))
+        .configure(routes::health::configure)
+        .service(
+            web::scope("/api/v1")
+                .wrap(actix_middleware::DefaultHeaders::new().add(("Cache-Control", "no-store")))
+                .configure(routes::links::configure)
+                .configure(routes::webhooks::configure)
+                .default_service(web::to(api_not_found)),
+        )
+        .configure(routes::redirect::configure)
+        .default_service(web::to(|| async { routes::redirect::not_found_page() }));
+}
+
+/// Known route, wrong method.
+pub(crate) async fn method_not_allowed() -> Result<HttpResponse, ApiError> {
+    Err(ApiError::MethodNotAllowed)
+}
+
+async fn api_not_found() -> Result<HttpResponse, ApiError> {
+    Err(ApiError::NotFound("route"))
+}

@@ -1,0 +1,47 @@
+//! Creating workspaces and keys: shared by the command line and the first-run set-up.
+
+use anyhow::{Context, bail};
+use shortlink_domain::{ApiKey, ApiKeyId, ApiKeySecret, RateLimit, Timestamp, Workspace, WorkspaceId};
+use shortlink_storage::{StorageError, Store};
+
+/// Creates a workspace after checking its name and rate.
+pub async fn create_workspace(store: &Store, name: &str, rate_limit: u32) -> anyhow::Result<Workspace> {
+    Workspace::validate_name(name).map_err(anyhow::Error::msg)?;
+    let workspace = Workspace {
+        id: WorkspaceId::generate(),
+        name: name.to_owned(),
+        rate_limit: RateLimit::new(rate_limit)?,
+        created_at: Timestamp::now(),
+    };
+    match store.create_workspace(&workspace).await {
+        Ok(()) => Ok(workspace),
+        Err(StorageError::AlreadyExists(_)) => bail!("a workspace named '{name}' already exists"),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Finds a workspace by name or id, or says which one is unknown.
+pub async fn find_workspace(store: &Store, name_or_id: &str) -> anyhow::Result<Workspace> {
+    store
+        .find_workspace(name_or_id)
+        .await?
+        .with_context(|| format!("no workspace named or with id '{name_or_id}'"))
+}
+
+/// Makes a key for `workspace`; the secret is returned once and stored only as its hash.
+pub async fn create_key(store: &Store, workspace: &Workspace, name: &str) -> anyhow::Result<(ApiKey, ApiKeySecret)> {
+    if name.is_empty() || name.len() > 100 {
+        bail!("key name must be 1 to 100 characters");
+    }
+    let secret = ApiKeySecret::generate();
+    let key = ApiKey {
+        id: ApiKeyId::generate(),
+        workspace_id: workspace.id,
+        name: name.to_owned(),
+        prefix: secret.display_prefix(),
+        created_at: Timestamp::now(),
+        revoked_at: None,
+    };
+    store.create_api_key(&key, &secret.hash()).await?;
+    Ok((key, secret))
+}

@@ -1,0 +1,38 @@
+//! The server's settings, as a typed value passed in (never a global), so tests build as many
+//! differently configured servers as they like.
+
+use shortlink_domain::BaseUrl;
+
+/// Everything [`crate::Application::build`] needs.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// `sqlite://PATH` or `postgres://…`.
+    pub database_url: String,
+    /// Address to bind, e.g. `127.0.0.1:8080`; port 0 picks a free one.
+    pub listen: String,
+    /// Public base of short URLs; `http://<bound address>` when not set.
+    pub base_url: Option<BaseUrl>,
+    /// Whether webhooks may target loopback and private addresses.
+    pub webhook_allow_private_targets: bool,
+    /// Database connections (PostgreSQL) or reader connections (SQLite).
+    pub max_connections: usize,
+    /// HTTP worker threads; the number of CPUs when not set.
+    pub workers: Option<usize>,
+    /// Whether to create the `default` workspace and print its key when there is no workspace.
+    pub first_run_banner: bool,
+}
+
+impl Config {
+    /// The defaults of the command line for `database_url`.
+    pub fn new(database_url: impl Into<String>) -> Self {
+        Self {
+            database_url: database_url.into(),
+            listen: "127.0.0.1:8080".into(),
+            base_url: None,
+            webhook_allow_private_targets: false,
+            max_connections: 16,
+            workers: None,
+            first_run_banner: true,
+        }
+    }
+}

@@ -1,0 +1,160 @@
+//! Exact click counting without a database write per click.
+//!
+//! The redirect records a click in memory (a short, uncontended critical section: no I/O, no
+//! await). A flusher writes everything recorded so far in one transaction every
+//! [`FLUSH_INTERVAL`], and once more on graceful stop. A failed write puts the batch back, so the
+//! next flush retries it: nothing counted is lost while the process lives, and a batch is either
+//! written whole or not at all, so nothing is counted twice.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use shortlink_domain::{BaseUrl, ClickInfo, LinkId, WorkspaceId};
+use shortlink_storage::{ClickBatch, LinkClicks, Store};
+
+/// How often recorded clicks are written; the API shows a click within this much (plus the
+/// write itself).
+pub const FLUSH_INTERVAL: Duration = Duration::from_millis(250);
+
+/// Clicks kept with their details (time, referrer, user agent) between two flushes. Past this,
+/// clicks are still counted exactly, but their `link.clicked` events carry only the flush time:
+/// memory stays bounded under any load.
+pub const MAX_DETAILED_CLICKS: usize = 50_000;
+
+#[derive(Default)]
+struct Pending {
+    links: HashMap<LinkId, LinkClicks>,
+    detailed: usize,
+}
+
+/// Clicks recorded and not yet written.
+#[derive(Default)]
+pub struct ClickCounter {
+    pending: Mutex<Pending>,
+}
+
+impl ClickCounter {
+    /// Records one click. `details` runs only while the detail budget lasts.
+    pub fn record(&self, link_id: LinkId, workspace_id: WorkspaceId, details: impl FnOnce() -> ClickInfo) {
+        let mut pending = self.pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let keep_details = pending.detailed < MAX_DETAILED_CLICKS;
+        pending.detailed += usize::from(keep_details);
+        let entry = pending.links.entry(link_id).or_insert_with(|| LinkClicks {
+            link_id,
+            workspace_id,
+            count: 0,
+            clicks: Vec::new(),
+        });
+        entry.count += 1;
+        if keep_details {
+            entry.clicks.push(details());
+        }
+    }
+
+    fn take(&self) -> ClickBatch {
+        let mut pending = self.pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let taken = std::mem::take(&mut *pending);
+        ClickBatch { links: taken.links.into_values().collect() }
+    }
+
+    fn put_back(&self, batch: ClickBatch) {
+        let mut pending = self.pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        for link in batch.links {
+            pending.detailed += link.clicks.len();
+            match pending.links.get_mut(&link.link_id) {
+                Some(entry) => {
+                    entry.count += link.count;
+                    entry.clicks.extend(link.clicks);
+                }
+                None => {
+                    pending.links.insert(link.link_id, link);
+                }
+            }
+        }
+    }
+
+    /// Writes everything recorded so far. On failure the clicks stay pending.
+    pub async fn flush(&self, store: &Store, base: &BaseUrl) -> Result<(), shortlink_storage::StorageError> {
+        let batch = self.take();
+        if batch.links.is_empty() {
+            return Ok(());
+        }
+        match store.record_clicks(&batch, base).await {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                self.put_back(batch);
+                Err(e)
+            }
+        }
+    }
+
+    /// Flushes every [`FLUSH_INTERVAL`] until `stop` completes, then flushes what is left,
+    /// retrying for up to `drain_timeout` if the database is briefly unavailable. Returns
+    /// whether everything was written.
+    pub async fn run(
+        &self,
+        store: &Store,
+        base: &BaseUrl,
+        stop: impl std::future::Future<Output = ()>,
+        drain_timeout: Duration,
+    ) -> bool {
+        let mut stop = std::pin::pin!(stop);
+        let mut tick = tokio::time::interval(FLUSH_INTERVAL);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {
+                    if let Err(e) = self.flush(store, base).await {
+                        tracing::warn!(error = %e, "click flush failed; will retry");
+                    }
+                }
+                () = &mut stop => break,
+            }
+        }
+        let deadline = tokio::time::Instant::now() + drain_timeout;
+        loop {
+            match self.flush(store, base).await {
+                Ok(()) => return true,
+                Err(e) if tokio::time::Instant::now() < deadline => {
+                    tracing::warn!(error = %e, "final click flush failed; retrying");
+                    tokio::time::sleep(FLUSH_INTERVAL).await;
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "clicks could not be written before stopping");
+                    return false;
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use shortlink_domain::Timestamp;
+
+    fn click() -> ClickInfo {
+        ClickInfo { timestamp: Timestamp::now(), referrer: None, user_agent: None }
+    }
+
+    #[test]
+    fn counts_merge_per_link_and_survive_a_put_back() {
+        let counter = ClickCounter::default();
+        let (a, b, ws) = (LinkId::generate(), LinkId::generate(), WorkspaceId::generate());
+        for _ in 0..3 {
+            counter.record(a, ws, click);
+        }
+        counter.record(b, ws, click);
+        let batch = counter.take();
+        let count = |batch: &ClickBatch, id| batch.links.iter().find(|l| l.link_id == id).map(|l| l.count);
+        assert_eq!((count(&batch, a), count(&batch, b)), (Some(3), Some(1)));
+
+        counter.record(a, ws, click);
+        counter.put_back(batch);
+        let again = counter.take();
+        assert_eq!((count(&again, a), count(&again, b)), (Some(4), Some(1)));
+        assert_eq!(again.links.iter().map(|l| l.clicks.len()).sum::<usize>(), 5);
+        assert!(counter.take().links.is_empty());
+    }
+}

@@ -1,0 +1,187 @@
+//! The error envelope and the one table that maps every error to (HTTP status, `error.code`).
+//!
+//! Which error type to use where: handlers and extractors return [`ApiError`]; storage errors
+//! convert into it (`?` works); nothing else reaches the client. actix's own errors (bad JSON,
+//! unknown routes, wrong methods) are routed here too, by the JSON/query/path configs and the
+//! default services set up in [`crate::configure`].
+
+use actix_web::http::StatusCode;
+use actix_web::http::header::{self, HeaderValue};
+use actix_web::{HttpResponse, ResponseError};
+use serde::Serialize;
+use shortlink_storage::StorageError;
+
+/// One invalid field of a request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FieldError {
+    /// The field or parameter, e.g. `destination`, `[3].customSlug`, `limit`.
+    pub field: String,
+    /// What is wrong with it.
+    pub message: String,
+}
+
+impl FieldError {
+    /// An error on `field`.
+    pub fn new(field: impl Into<String>, message: impl ToString) -> Self {
+        Self { field: field.into(), message: message.to_string() }
+    }
+}
+
+/// Every way a request can fail.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// Invalid input: a field, a parameter, the JSON itself, the content type.
+    #[error("{message}")]
+    Validation {
+        /// Summary for `error.message`.
+        message: String,
+        /// Per-field errors for `error.details`.
+        details: Vec<FieldError>,
+    },
+    /// No valid API key.
+    #[error("a valid API key is required: send 'Authorization: Bearer <key>'")]
+    Unauthorized,
+    /// No such resource in this workspace, or no such route.
+    #[error("{0} not found")]
+    NotFound(&'static str),
+    /// The route exists, the method does not.
+    #[error("method not allowed")]
+    MethodNotAllowed,
+    /// The custom slug is taken on this domain.
+    #[error("customSlug '{0}' is already taken")]
+    SlugConflict(String),
+    /// The body is over the limit.
+    #[error("request body must be at most 1 MiB")]
+    PayloadTooLarge,
+    /// The workspace's rate, or the client address's failed-authentication budget, is spent.
+    #[error("rate limit exceeded; retry after {retry_after} s")]
+    RateLimited {
+        /// Whole seconds until a request would be admitted.
+        retry_after: u64,
+    },
+    /// The database is unreachable.
+    #[error("the service is temporarily unavailable; retry shortly")]
+    Unavailable,
+    /// A bug. The cause is logged, never sent.
+    #[error("internal error")]
+    Internal(String),
+}
+
+impl ApiError {
+    /// A validation error on a single field, whose message is also the summary.
+    pub fn field(field: impl Into<String>, message: impl ToString) -> Self {
+        let detail = FieldError::new(field, message);
+        ApiError::Validation { message: detail.message.clone(), details: vec![detail] }
+    }
+
+    /// A validation error about the request as a whole (no field to name).
+    pub fn invalid(message: impl ToString) -> Self {
+        ApiError::Validation { message: message.to_string(), details: Vec::new() }
+    }
+
+    /// The table. Exhaustive, no wildcard: a new variant does not compile without a decision.
+    pub fn status_and_code(&self) -> (StatusCode, &'static str) {
+        match self {
+            ApiError::Validation { .. } => (StatusCode::BAD_REQUEST, "VALIDATION_FAILED"),
+            ApiError::Unauthorized => (StatusCode::UNAUTHORIZED, "UNAUTHORIZED"),
+            ApiError::NotFound(_) => (StatusCode::NOT_FOUND, "NOT_FOUND"),
+            ApiError::MethodNotAllowed => (StatusCode::METHOD_NOT_ALLOWED, "METHOD_NOT_ALLOWED"),
+            ApiError::SlugConflict(_) => (StatusCode::CONFLICT, "SLUG_CONFLICT"),
+            ApiError::PayloadTooLarge => (StatusCode::PAYLOAD_TOO_LARGE, "PAYLOAD_TOO_LARGE"),
+            ApiError::RateLimited { .. } => (StatusCode::TOO_MANY_REQUESTS, "RATE_LIMIT_EXCEEDED"),
+            ApiError::Unavailable => (StatusCode::SERVICE_UNAVAILABLE, "SERVICE_UNAVAILABLE"),
+            ApiError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "INTERNAL_ERROR"),
+        }
+    }
+
+    /// The `error` object: code, message and, for validation errors, details. Also used for the
+    /// per-item errors of a bulk request.
+    pub fn body(&self) -> ErrorBody {
+        let (_, code) = self.status_and_code();
+        let details = match self {
+            ApiError::Validation { details, .. } if !details.is_empty() => Some(details.clone()),
+            _ => None,
+        };
+        ErrorBody { code, message: self.to_string(), details }
+    }
+}
+
+/// The `error` member of the envelope.
+#[derive(Debug, Clone, Serialize)]
+pub struct ErrorBody {
+    /// Machine-readable code.
+    pub code: &'static str,
+    /// Human-readable text.
+    pub message: String,
+    /// Field errors, for validation errors only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub details: Option<Vec<FieldError>>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ErrorEnvelope {
+    status: &'static str,
+    success: bool,
+    status_code: u16,
+    error: ErrorBody,
+}
+
+impl ResponseError for ApiError {
+    fn status_code(&self) -> StatusCode {
+        self.status_and_code().0
+    }
+
+    fn error_response(&self) -> HttpResponse {
+        let (status, _) = self.status_and_code();
+        if let ApiError::Internal(cause) = self {
+            // The request id is on the enclosing span, so this line carries it.
+            tracing::error!(%cause, "internal error");
+        }
+        let mut response = HttpResponse::build(status);
+        match self {
+            ApiError::Unauthorized => {
+                response.insert_header((header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer")));
+            }
+            ApiError::RateLimited { retry_after } => {
+                response.insert_header((header::RETRY_AFTER, retry_after.to_string()));
+            }
+            _ => {}
+        }
+        response.json(ErrorEnvelope {
+            status: "error",
+            success: false,
+            status_code: status.as_u16(),
+            error: self.body(),
+        })
+    }
+}
+
+impl From<StorageError> for ApiError {
+    fn from(e: StorageError) -> Self {
+        if e.is_unavailable() {
+            tracing::warn!(error = %e, "database unavailable");
+            ApiError::Unavailable
+        } else {
+            ApiError::Internal(e.to_string())
+        }
+    }
+}
+
+impl From<validator::ValidationErrors> for ApiError {
+    fn from(errors: validator::ValidationErrors) -> Self {
+        let mut details: Vec<FieldError> = errors
+            .field_errors()
+            .into_iter()
+            .flat_map(|(field, errs)| {
+                errs.iter().map(move |e| {
+                    let message = e.message.as_ref().map_or_else(|| format!("{field} is invalid"), |m| m.to_string());
+                    FieldError::new(field.to_string(), message)
+                })
+            })
+            .collect();
+        details.sort_by(|a, b| a.field.cmp(&b.field));
+        let message = details.first().map_or_else(|| "invalid input".to_owned(), |d| d.message.clone());
+        ApiError::Validation { message, details }
+    }
+}

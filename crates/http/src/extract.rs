@@ -1,0 +1,178 @@
+//! Extractors that turn a request into typed input or an [`ApiError`], never actix's own
+//! plain-text errors.
+
+use actix_web::dev::Payload;
+use actix_web::http::header;
+use actix_web::web::Bytes;
+use actix_web::{FromRequest, HttpRequest};
+use futures_util::future::LocalBoxFuture;
+use serde::de::DeserializeOwned;
+
+use crate::error::{ApiError, FieldError};
+
+/// Largest accepted request body.
+pub const MAX_BODY_BYTES: usize = 1024 * 1024;
+
+/// A JSON body: `Content-Type: application/json` (parameters allowed), at most 1 MiB,
+/// deserialised with the path of the first offending field kept for `error.details`.
+#[derive(Debug)]
+pub struct JsonBody<T>(pub T);
+
+impl<T: DeserializeOwned + 'static> FromRequest for JsonBody<T> {
+    type Error = ApiError;
+    type Future = LocalBoxFuture<'static, Result<Self, ApiError>>;
+
+    fn from_request(req: &HttpRequest, payload: &mut Payload) -> Self::Future {
+        let json = is_json(req);
+        let bytes = Bytes::from_request(req, payload);
+        Box::pin(async move {
+            if !json {
+                return Err(ApiError::field(
+                    "Content-Type",
+                    "Content-Type must be application/json",
+                ));
+            }
+            let bytes = bytes.await.map_err(body_error)?;
+            parse_json(&bytes).map(JsonBody)
+        })
+    }
+}
+
+fn is_json(req: &HttpRequest) -> bool {
+    req.headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|essence| essence.trim().eq_ignore_ascii_case("application/json"))
+}
+
+fn body_error(e: actix_web::Error) -> ApiError {
+    use actix_web::error::PayloadError;
+    match e.as_error::<PayloadError>() {
+        Some(PayloadError::Overflow) => ApiError::PayloadTooLarge,
+        _ => match e.as_response_error().status_code().as_u16() {
+            413 => ApiError::PayloadTooLarge,
+            _ => ApiError::invalid("the request body could not be read"),
+        },
+    }
+}
+
+/// Deserialises JSON, reporting where it failed: `destination`, `[2].customSlug`, … .
+pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    deserialize(&mut serde_json::Deserializer::from_slice(bytes), describe)
+}
+
+/// Deserialises one already-parsed JSON value (an item of a bulk request) the same way.
+pub fn parse_value<T: DeserializeOwned>(value: serde_json::Value) -> Result<T, ApiError> {
+    deserialize(value, describe)
+}
+
+/// Runs a deserialiser through `serde_path_to_error` and turns its error into a validation
+/// error naming the field: the failing path, or the unknown or missing field serde names.
+fn deserialize<'de, D, T>(de: D, describe: impl Fn(&D::Error) -> String) -> Result<T, ApiError>
+where
+    D: serde::Deserializer<'de>,
+    T: serde::Deserialize<'de>,
+{
+    serde_path_to_error::deserialize(de).map_err(|e| {
+        let message = describe(e.inner());
+        let text = e.inner().to_string();
+        let path = e.path().to_string();
+        let field = unknown_field(&text)
+            .or_else(|| missing_field(&text))
+            .map(|f| join(&path, f))
+            .unwrap_or(if path == "." { String::new() } else { path });
+        if field.is_empty() {
+            ApiError::invalid(message)
+        } else {
+            ApiError::Validation { message: message.clone(), details: vec![FieldError::new(field, message)] }
+        }
+    })
+}
+
+fn join(path: &str, field: &str) -> String {
+    if path == "." { field.to_owned() } else { format!("{path}.{field}") }
+}
+
+/// serde's message without the "at line 1 column 7" suffix, which means nothing to a client
+/// that sent its body in one line.
+fn describe(e: &serde_json::Error) -> String {
+    use serde_json::error::Category;
+    match e.classify() {
+        Category::Syntax | Category::Eof => "request body is not valid JSON".to_owned(),
+        Category::Io | Category::Data => {
+            let text = e.to_string();
+            match text.rfind(" at line ") {
+                Some(i) => text[..i].to_owned(),
+                None => text,
+            }
+        }
+    }
+}
+
+fn backticked<'a>(message: &'a str, prefix: &str) -> Option<&'a str> {
+    let rest = message.strip_prefix(prefix)?;
+    let rest = rest.strip_prefix('`')?;
+    rest.split('`').next()
+}
+
+fn unknown_field(message: &str) -> Option<&str> {
+    backticked(message, "unknown field ")
+}
+
+fn missing_field(message: &str) -> Option<&str> {
+    backticked(message, "missing field ")
+}
+
+/// The query string, deserialised; a bad parameter is a 400 naming it.
+#[derive(Debug)]
+pub struct QueryParams<T>(pub T);
+
+impl<T: DeserializeOwned> FromRequest for QueryParams<T> {
+    type Error = ApiError;
+    type Future = std::future::Ready<Result<Self, ApiError>>;
+
+    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+        std::future::ready(parse_query(req.query_string()).map(QueryParams))
+    }
+}
+
+fn parse_query<T: DeserializeOwned>(query: &str) -> Result<T, ApiError> {
+    let pairs = form_urlencoded::parse(query.as_bytes());
+    deserialize(serde_urlencoded::Deserializer::new(pairs), |e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde::Deserialize;
+
+    #[derive(Debug, Deserialize)]
+    #[serde(deny_unknown_fields, rename_all = "camelCase")]
+    #[expect(dead_code, reason = "fields exist to be deserialised")]
+    struct Item {
+        destination: String,
+        custom_slug: Option<String>,
+    }
+
+    fn details(e: ApiError) -> Vec<String> {
+        match e {
+            ApiError::Validation { details, .. } => details.into_iter().map(|d| d.field).collect(),
+            other => panic!("expected a validation error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn names_the_offending_field() {
+        let e = parse_json::<Item>(br#"{"destination":"x","customslug":"y"}"#).unwrap_err();
+        assert_eq!(details(e), vec!["customslug"]);
+        let e = parse_json::<Item>(br#"{"customSlug":"y"}"#).unwrap_err();
+        assert_eq!(details(e), vec!["destination"]);
+        let e = parse_json::<Item>(br#"{"destination":5}"#).unwrap_err();
+        assert_eq!(details(e), vec!["destination"]);
+        let e = parse_json::<Vec<Item>>(br#"[{"destination":"x"},{"destination":"y","nope":1}]"#).unwrap_err();
+        assert_eq!(details(e), vec!["[1].nope"]);
+        let e = parse_json::<Item>(b"{not json").unwrap_err();
+        assert!(matches!(e, ApiError::Validation { ref message, .. } if message == "request body is not valid JSON"));
+    }
+}

@@ -1,0 +1,239 @@
+//! `/api/v1/links`: create (single and bulk), list, read, change, delete.
+
+use actix_web::web::{Data, Path};
+use actix_web::{HttpResponse, web};
+use serde::{Deserialize, Serialize};
+use shortlink_domain::{Destination, LinkId, LinkRef, LinkView, Slug, Timestamp};
+use shortlink_storage::{CreateOutcome, NewLink};
+use validator::Validate;
+
+use crate::auth::Authenticated;
+use crate::envelope::ok;
+use crate::error::{ApiError, ErrorBody, FieldError};
+use crate::extract::{JsonBody, QueryParams, parse_value};
+use crate::state::AppState;
+
+/// Most links in one bulk request.
+pub const MAX_BULK: usize = 100;
+
+/// The body of POST `/links` and of each bulk item.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct CreateLinkRequest {
+    /// Absolute http(s) URL.
+    pub destination: String,
+    /// Optional slug.
+    #[serde(default)]
+    pub custom_slug: Option<String>,
+}
+
+/// The body of PATCH `/links/{idOrShortCode}`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct UpdateLinkRequest {
+    /// The new destination.
+    pub destination: String,
+}
+
+/// The query of GET `/links`.
+#[derive(Debug, Deserialize, Validate)]
+#[serde(deny_unknown_fields)]
+pub struct ListQuery {
+    /// Page size.
+    #[validate(range(min = 1, max = 100, message = "limit must be between 1 and 100"))]
+    pub limit: Option<i64>,
+    /// `nextCursor` of the previous page.
+    pub cursor: Option<String>,
+}
+
+/// One page of links.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LinkPage {
+    /// Newest first.
+    pub items: Vec<LinkView>,
+    /// Pass as `cursor` for the next page; null on the last.
+    pub next_cursor: Option<String>,
+}
+
+/// One bulk result: `{"index", "link"}` or `{"index", "error"}`.
+#[derive(Debug, Serialize)]
+pub struct BulkItem {
+    index: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    link: Option<LinkView>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<ErrorBody>,
+}
+
+/// Routes under `/api/v1`.
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.service(
+        web::resource("/links")
+            .route(web::post().to(create))
+            .route(web::get().to(list))
+            .default_service(web::to(crate::method_not_allowed)),
+    )
+    .service(
+        web::resource("/links/bulk")
+            .route(web::post().to(bulk))
+            .default_service(web::to(crate::method_not_allowed)),
+    )
+    .service(
+        web::resource("/links/{link}")
+            .route(web::get().to(get))
+            .route(web::patch().to(update))
+            .route(web::delete().to(delete))
+            .default_service(web::to(crate::method_not_allowed)),
+    );
+}
+
+/// Validates a creation request into a [`NewLink`], reporting every bad field at once.
+fn validate(state: &AppState, auth: &Authenticated, req: CreateLinkRequest) -> Result<NewLink, ApiError> {
+    let destination = Destination::parse(&req.destination, state.base())
+        .map_err(|e| FieldError::new("destination", e));
+    let slug = req
+        .custom_slug
+        .as_deref()
+        .map(Slug::parse)
+        .transpose()
+        .map_err(|e| FieldError::new("customSlug", e));
+    match (destination, slug) {
+        (Ok(destination), Ok(slug)) => Ok(NewLink {
+            id: LinkId::generate(),
+            workspace_id: auth.workspace.id,
+            domain: state.domain().to_owned(),
+            slug,
+            destination,
+            created_at: Timestamp::now(),
+        }),
+        (destination, slug) => {
+            let details: Vec<FieldError> = [destination.err(), slug.err()].into_iter().flatten().collect();
+            Err(ApiError::Validation { message: details[0].message.clone(), details })
+        }
+    }
+}
+
+/// Stores links and tells the caches and the webhook worker; outcomes in input order.
+async fn store_links(state: &AppState, links: Vec<NewLink>) -> Result<Vec<Result<LinkView, ApiError>>, ApiError> {
+    let slugs: Vec<Option<String>> = links.iter().map(|l| l.slug.as_ref().map(Slug::to_string)).collect();
+    let outcomes = state.store.create_links(links, state.base()).await?;
+    state.events_written.notify_one();
+    Ok(outcomes
+        .into_iter()
+        .zip(slugs)
+        .map(|(outcome, slug)| match outcome {
+            CreateOutcome::Created(link) => {
+                state.links.invalidate(link.short_code.as_str());
+                Ok(link.view(state.base()))
+            }
+            CreateOutcome::SlugConflict => Err(ApiError::SlugConflict(slug.unwrap_or_default())),
+        })
+        .collect())
+}
+
+async fn create(
+    state: Data<AppState>,
+    auth: Authenticated,
+    JsonBody(body): JsonBody<CreateLinkRequest>,
+) -> Result<HttpResponse, ApiError> {
+    let link = validate(&state, &auth, body)?;
+    let mut results = store_links(&state, vec![link]).await?;
+    let created = results.pop().ok_or_else(|| ApiError::Internal("no outcome for a created link".into()))?;
+    Ok(ok(created?))
+}
+
+async fn bulk(
+    state: Data<AppState>,
+    auth: Authenticated,
+    JsonBody(items): JsonBody<Vec<serde_json::Value>>,
+) -> Result<HttpResponse, ApiError> {
+    if items.is_empty() || items.len() > MAX_BULK {
+        return Err(ApiError::invalid(format!("a bulk request must hold 1 to {MAX_BULK} links")));
+    }
+    // Each item is parsed and validated on its own; only valid ones reach the database.
+    let mut results: Vec<Option<Result<LinkView, ApiError>>> = Vec::with_capacity(items.len());
+    let mut valid = Vec::new();
+    let mut valid_at = Vec::new();
+    for (i, item) in items.into_iter().enumerate() {
+        match parse_value::<CreateLinkRequest>(item).and_then(|req| validate(&state, &auth, req)) {
+            Ok(link) => {
+                valid.push(link);
+                valid_at.push(i);
+                results.push(None);
+            }
+            Err(e) => results.push(Some(Err(e))),
+        }
+    }
+    if !valid.is_empty() {
+        for (i, outcome) in valid_at.into_iter().zip(store_links(&state, valid).await?) {
+            results[i] = Some(outcome);
+        }
+    }
+    let items: Vec<BulkItem> = results
+        .into_iter()
+        .enumerate()
+        .map(|(index, result)| match result {
+            Some(Ok(link)) => BulkItem { index, link: Some(link), error: None },
+            Some(Err(e)) => BulkItem { index, link: None, error: Some(e.body()) },
+            None => BulkItem { index, link: None, error: Some(ApiError::Internal(String::new()).body()) },
+        })
+        .collect();
+    Ok(ok(items))
+}
+
+async fn list(
+    state: Data<AppState>,
+    auth: Authenticated,
+    QueryParams(query): QueryParams<ListQuery>,
+) -> Result<HttpResponse, ApiError> {
+    query.validate()?;
+    let limit = query.limit.unwrap_or(20);
+    let before = query
+        .cursor
+        .as_deref()
+        .map(|c| LinkId::parse(c).map_err(|_| ApiError::field("cursor", "cursor is not one this service issued")))
+        .transpose()?;
+    let mut links = state.store.list_links(auth.workspace.id, limit + 1, before).await?;
+    let more = links.len() as i64 > limit;
+    links.truncate(limit as usize);
+    let next_cursor = if more { links.last().map(|l| l.id.to_string()) } else { None };
+    let items = links.iter().map(|l| l.view(state.base())).collect();
+    Ok(ok(LinkPage { items, next_cursor }))
+}
+
+async fn get(state: Data<AppState>, auth: Authenticated, path: Path<String>) -> Result<HttpResponse, ApiError> {
+    let link = state
+        .store
+        .get_link(auth.workspace.id, &LinkRef::parse(&path), state.domain())
+        .await?
+        .ok_or(ApiError::NotFound("link"))?;
+    Ok(ok(link.view(state.base())))
+}
+
+async fn update(
+    state: Data<AppState>,
+    auth: Authenticated,
+    path: Path<String>,
+    JsonBody(body): JsonBody<UpdateLinkRequest>,
+) -> Result<HttpResponse, ApiError> {
+    let destination =
+        Destination::parse(&body.destination, state.base()).map_err(|e| ApiError::field("destination", e))?;
+    let link = state
+        .store
+        .update_destination(auth.workspace.id, &LinkRef::parse(&path), state.domain(), &destination)
+        .await?
+        .ok_or(ApiError::NotFound("link"))?;
+    state.links.invalidate(link.short_code.as_str());
+    Ok(ok(link.view(state.base())))
+}
+
+async fn delete(state: Data<AppState>, auth: Authenticated, path: Path<String>) -> Result<HttpResponse, ApiError> {
+    let link = state
+        .store
+        .delete_link(auth.workspace.id, &LinkRef::parse(&path), state.domain())
+        .await?
+        .ok_or(ApiError::NotFound("link"))?;
+    state.links.invalidate(link.short_code.as_str());
+    Ok(ok(link.view(state.base())))
+}

@@ -1,0 +1,191 @@
+//! `/api/v1/webhooks`: register, list, read, delete endpoints, and read their deliveries.
+
+use actix_web::web::{Data, Path};
+use actix_web::{HttpResponse, web};
+use serde::{Deserialize, Serialize};
+use shortlink_domain::{
+    Delivery, EventKind, Timestamp, Webhook, WebhookId, WebhookSecret, WebhookTarget,
+};
+
+use crate::auth::Authenticated;
+use crate::envelope::ok;
+use crate::error::{ApiError, FieldError};
+use crate::extract::JsonBody;
+use crate::state::AppState;
+
+/// Deliveries listed per endpoint.
+const DELIVERIES_LISTED: i64 = 100;
+
+/// The body of POST `/webhooks`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct CreateWebhookRequest {
+    /// Where events go.
+    pub target_url: String,
+    /// Kinds to subscribe to.
+    pub events: Vec<String>,
+}
+
+/// A webhook endpoint as clients see it. `secret` only in the response to its creation.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WebhookView {
+    id: WebhookId,
+    target_url: String,
+    events: Vec<EventKind>,
+    active: bool,
+    consecutive_failures: i32,
+    created_at: Timestamp,
+    disabled_at: Option<Timestamp>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    secret: Option<String>,
+}
+
+impl WebhookView {
+    fn new(hook: &Webhook, with_secret: bool) -> Self {
+        Self {
+            id: hook.id,
+            target_url: hook.target.as_str().to_owned(),
+            events: hook.events.clone(),
+            active: hook.disabled_at.is_none(),
+            consecutive_failures: hook.consecutive_failures,
+            created_at: hook.created_at,
+            disabled_at: hook.disabled_at,
+            secret: with_secret.then(|| hook.secret.expose().to_owned()),
+        }
+    }
+}
+
+/// One delivery as clients see it.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeliveryView {
+    event_id: String,
+    #[serde(rename = "type")]
+    event_type: EventKind,
+    state: &'static str,
+    attempts: i32,
+    last_status_code: Option<i32>,
+    last_error: Option<String>,
+    next_attempt_at: Option<Timestamp>,
+    created_at: Timestamp,
+    updated_at: Timestamp,
+}
+
+impl From<Delivery> for DeliveryView {
+    fn from(d: Delivery) -> Self {
+        let pending = d.state == shortlink_domain::DeliveryState::Pending;
+        Self {
+            event_id: d.event_id.to_string(),
+            event_type: d.event_type,
+            state: d.state.as_str(),
+            attempts: d.attempts,
+            last_status_code: d.last_status_code,
+            last_error: d.last_error,
+            next_attempt_at: pending.then_some(d.next_attempt_at),
+            created_at: d.created_at,
+            updated_at: d.updated_at,
+        }
+    }
+}
+
+/// Routes under `/api/v1`.
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.service(
+        web::resource("/webhooks")
+            .route(web::post().to(create))
+            .route(web::get().to(list))
+            .default_service(web::to(crate::method_not_allowed)),
+    )
+    .service(
+        web::resource("/webhooks/{id}")
+            .route(web::get().to(get))
+            .route(web::delete().to(delete))
+            .default_service(web::to(crate::method_not_allowed)),
+    )
+    .service(
+        web::resource("/webhooks/{id}/deliveries")
+            .route(web::get().to(deliveries))
+            .default_service(web::to(crate::method_not_allowed)),
+    );
+}
+
+fn parse_events(events: &[String]) -> Result<Vec<EventKind>, FieldError> {
+    if events.is_empty() {
+        return Err(FieldError::new("events", "events must name at least one of link.created, link.clicked"));
+    }
+    let mut kinds = events
+        .iter()
+        .map(|e| e.parse::<EventKind>())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| FieldError::new("events", e))?;
+    kinds.sort();
+    kinds.dedup();
+    Ok(kinds)
+}
+
+async fn create(
+    state: Data<AppState>,
+    auth: Authenticated,
+    JsonBody(body): JsonBody<CreateWebhookRequest>,
+) -> Result<HttpResponse, ApiError> {
+    let target = WebhookTarget::parse(&body.target_url, state.settings.webhook_allow_private_targets)
+        .map_err(|e| FieldError::new("targetUrl", e));
+    let events = parse_events(&body.events);
+    let (target, events) = match (target, events) {
+        (Ok(t), Ok(e)) => (t, e),
+        (t, e) => {
+            let details: Vec<FieldError> = [t.err(), e.err()].into_iter().flatten().collect();
+            return Err(ApiError::Validation { message: details[0].message.clone(), details });
+        }
+    };
+    let hook = Webhook {
+        id: WebhookId::generate(),
+        workspace_id: auth.workspace.id,
+        target,
+        events,
+        secret: WebhookSecret::generate(),
+        created_at: Timestamp::now(),
+        disabled_at: None,
+        consecutive_failures: 0,
+    };
+    state.store.create_webhook(&hook).await?;
+    Ok(ok(WebhookView::new(&hook, true)))
+}
+
+async fn list(state: Data<AppState>, auth: Authenticated) -> Result<HttpResponse, ApiError> {
+    let hooks = state.store.list_webhooks(auth.workspace.id).await?;
+    Ok(ok(hooks.iter().map(|h| WebhookView::new(h, false)).collect::<Vec<_>>()))
+}
+
+fn webhook_id(path: &str) -> Result<WebhookId, ApiError> {
+    // An id that cannot exist is simply not found, like any other unknown id.
+    WebhookId::parse(path).map_err(|_| ApiError::NotFound("webhook"))
+}
+
+async fn get(state: Data<AppState>, auth: Authenticated, path: Path<String>) -> Result<HttpResponse, ApiError> {
+    let hook = state
+        .store
+        .get_webhook(auth.workspace.id, webhook_id(&path)?)
+        .await?
+        .ok_or(ApiError::NotFound("webhook"))?;
+    Ok(ok(WebhookView::new(&hook, false)))
+}
+
+async fn delete(state: Data<AppState>, auth: Authenticated, path: Path<String>) -> Result<HttpResponse, ApiError> {
+    let id = webhook_id(&path)?;
+    let hook = state.store.get_webhook(auth.workspace.id, id).await?.ok_or(ApiError::NotFound("webhook"))?;
+    if !state.store.delete_webhook(auth.workspace.id, id).await? {
+        return Err(ApiError::NotFound("webhook"));
+    }
+    Ok(ok(WebhookView::new(&hook, false)))
+}
+
+async fn deliveries(state: Data<AppState>, auth: Authenticated, path: Path<String>) -> Result<HttpResponse, ApiError> {
+    let list = state
+        .store
+        .list_deliveries(auth.workspace.id, webhook_id(&path)?, DELIVERIES_LISTED)
+        .await?
+        .ok_or(ApiError::NotFound("webhook"))?;
+    Ok(ok(list.into_iter().map(DeliveryView::from).collect::<Vec<_>>()))
+}

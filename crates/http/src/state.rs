@@ -1,0 +1,67 @@
+//! What every handler shares.
+
+use std::sync::Arc;
+
+use shortlink_domain::BaseUrl;
+use shortlink_storage::Store;
+use tokio::sync::Notify;
+
+use crate::auth::KeyCache;
+use crate::cache::LinkCache;
+use crate::clicks::ClickCounter;
+use crate::ratelimit::{AuthFailureGuard, RateLimiter};
+
+/// Settings the routes need.
+#[derive(Debug, Clone)]
+pub struct HttpSettings {
+    /// The public base of short URLs.
+    pub base_url: BaseUrl,
+    /// Whether webhooks may target loopback and private addresses.
+    pub webhook_allow_private_targets: bool,
+}
+
+/// The state behind every route, built once by the server and shared by all workers.
+pub struct AppState {
+    /// Storage.
+    pub store: Store,
+    /// Settings.
+    pub settings: HttpSettings,
+    /// Code → redirect target, with negative entries.
+    pub links: LinkCache,
+    /// Clicks waiting to be written.
+    pub clicks: Arc<ClickCounter>,
+    /// Per-workspace rate limit.
+    pub rate_limiter: Arc<dyn RateLimiter>,
+    /// Failed authentications per client address.
+    pub auth_failures: AuthFailureGuard,
+    /// Recently authenticated keys.
+    pub keys: KeyCache,
+    /// Notified after events were written to the outbox, so delivery starts at once.
+    pub events_written: Arc<Notify>,
+}
+
+impl AppState {
+    /// State with the in-process rate limiter and caches.
+    pub fn new(store: Store, settings: HttpSettings, clicks: Arc<ClickCounter>, events_written: Arc<Notify>) -> Self {
+        Self {
+            store,
+            settings,
+            links: LinkCache::default(),
+            clicks,
+            rate_limiter: Arc::new(crate::ratelimit::LocalRateLimiter::default()),
+            auth_failures: AuthFailureGuard::default(),
+            keys: KeyCache::default(),
+            events_written,
+        }
+    }
+
+    /// The base URL.
+    pub fn base(&self) -> &BaseUrl {
+        &self.settings.base_url
+    }
+
+    /// The short domain (`host[:port]`).
+    pub fn domain(&self) -> &str {
+        self.settings.base_url.domain()
+    }
+}
