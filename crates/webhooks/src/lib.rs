@@ -2,10 +2,19 @@
 //!
 //! # Which error type where
 //!
+//! Each error type belongs to one step, so a caller matches only on what that step can do:
+//!
 //! - [`VerifyError`]: a receiver checking a delivery it got ([`verify`]).
+//! - [`ScheduleError`]: reading a retry schedule from the command line or the environment.
+//! - [`GuardError`]: a target refused by the SSRF guard. It is not returned to callers; it travels
+//!   as the source of the request error and ends in the attempt's error text.
 
+mod guard;
+mod schedule;
 mod signing;
 
+pub use guard::{GuardError, GuardedResolver};
+pub use schedule::{DEFAULT_RETRY_SCHEDULE, RetrySchedule, ScheduleError};
 pub use signing::{
     DEFAULT_TOLERANCE, HEADER_ID, HEADER_SIGNATURE, HEADER_TIMESTAMP, HeaderSource,
     SignatureHeaders, VerifyError, sign, verify, verify_at,
