@@ -3,7 +3,9 @@
 
 #![expect(clippy::unwrap_used, reason = "a test fails by panicking")]
 
+mod docs;
 mod helpers;
+mod receiver;
 mod sender;
 mod signing;
 mod worker;
