@@ -1,0 +1,229 @@
+//! The server-side request forgery (SSRF) guard at delivery time.
+//!
+//! Registration already refuses targets that are IP literals or `localhost` names pointing at
+//! non-public addresses, but a public-looking name can resolve to `127.0.0.1` or to a cloud
+//! metadata address, today or after a DNS change. So every connection is checked again here,
+//! against the addresses the name resolves to at that moment.
+//!
+//! Why DNS rebinding cannot slip through: the HTTP client connects to exactly the addresses this
+//! resolver returns; it does not resolve the name a second time. A name that answers with a
+//! public address for a check and a private one for the connection would need two lookups, and
+//! there is only one.
+
+use std::error::Error as StdError;
+use std::net::{IpAddr, SocketAddr};
+
+use reqwest::dns::{Addrs, Name, Resolve, Resolving};
+use shortlink_domain::is_public_ip;
+use url::{Host, Url};
+
+/// A target refused because of where it points.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GuardError {
+    /// The name resolved only to non-public addresses (loopback, private, link-local, …).
+    #[error("refused: {host} resolves only to non-public addresses ({addresses})")]
+    OnlyPrivateAddresses {
+        /// The name that was resolved.
+        host: String,
+        /// What it resolved to.
+        addresses: String,
+    },
+    /// The URL names a non-public IP address directly.
+    #[error("refused: {0} is not a public address")]
+    PrivateLiteral(IpAddr),
+    /// The name did not resolve to any address.
+    #[error("{0} does not resolve to any address")]
+    NoAddresses(String),
+}
+
+/// A [`Resolve`] implementation for reqwest that resolves with the system resolver (through
+/// tokio) and keeps only public addresses, unless private targets are allowed.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct GuardedResolver {
+    allow_private: bool,
+}
+
+impl GuardedResolver {
+    /// A resolver that drops non-public addresses; `allow_private` keeps them all (for tests and
+    /// services on a private network).
+    pub fn new(allow_private: bool) -> Self {
+        Self { allow_private }
+    }
+
+    /// Whether private addresses are kept.
+    pub fn allows_private(&self) -> bool {
+        self.allow_private
+    }
+
+    /// Refuses a URL whose host is a non-public IP literal. reqwest connects to IP literals
+    /// without asking the resolver, so this check has to run before each request.
+    pub fn check_literal(&self, url: &Url) -> Result<(), GuardError> {
+        if self.allow_private {
+            return Ok(());
+        }
+        let ip = match url.host() {
+            Some(Host::Ipv4(v4)) => IpAddr::V4(v4),
+            Some(Host::Ipv6(v6)) => IpAddr::V6(v6),
+            Some(Host::Domain(_)) | None => return Ok(()),
+        };
+        if is_public_ip(ip) {
+            Ok(())
+        } else {
+            Err(GuardError::PrivateLiteral(ip))
+        }
+    }
+
+    /// Keeps the addresses a delivery may connect to, or says why there are none.
+    fn filter(&self, host: &str, resolved: Vec<SocketAddr>) -> Result<Vec<SocketAddr>, GuardError> {
+        if resolved.is_empty() {
+            return Err(GuardError::NoAddresses(host.to_owned()));
+        }
+        if self.allow_private {
+            return Ok(resolved);
+        }
+        let (public, private): (Vec<_>, Vec<_>) =
+            resolved.into_iter().partition(|a| is_public_ip(a.ip()));
+        if public.is_empty() {
+            let addresses = private
+                .iter()
+                .map(|a| a.ip().to_string())
+                .collect::<Vec<_>>()
+                .join(", ");
+            return Err(GuardError::OnlyPrivateAddresses {
+                host: host.to_owned(),
+                addresses,
+            });
+        }
+        Ok(public)
+    }
+}
+
+impl Resolve for GuardedResolver {
+    fn resolve(&self, name: Name) -> Resolving {
+        let guard = *self;
+        let host = name.as_str().to_owned();
+        Box::pin(async move {
+            // Port 0: reqwest replaces it with the URL's port or the scheme's default.
+            let resolved: Vec<SocketAddr> =
+                tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
+            let kept = guard
+                .filter(&host, resolved)
+                .map_err(|e| -> Box<dyn StdError + Send + Sync> { Box::new(e) })?;
+            let addrs: Addrs = Box::new(kept.into_iter());
+            Ok(addrs)
+        })
+    }
+}
+
+#[cfg(test)]
+#[expect(clippy::unwrap_used, reason = "a test fails by panicking")]
+mod tests {
+    use super::*;
+
+    fn addr(s: &str) -> SocketAddr {
+        SocketAddr::new(s.parse().unwrap(), 0)
+    }
+
+    #[test]
+    fn keeps_only_public_addresses() {
+        let guard = GuardedResolver::new(false);
+        let kept = guard
+            .filter(
+                "mixed.example",
+                vec![addr("10.0.0.1"), addr("93.184.215.14"), addr("::1")],
+            )
+            .unwrap();
+        assert_eq!(kept, vec![addr("93.184.215.14")]);
+    }
+
+    #[test]
+    fn refuses_names_with_only_private_addresses() {
+        let guard = GuardedResolver::new(false);
+        let err = guard
+            .filter(
+                "rebind.example",
+                vec![addr("127.0.0.1"), addr("169.254.169.254")],
+            )
+            .unwrap_err();
+        assert_eq!(
+            err,
+            GuardError::OnlyPrivateAddresses {
+                host: "rebind.example".into(),
+                addresses: "127.0.0.1, 169.254.169.254".into(),
+            }
+        );
+        assert_eq!(
+            err.to_string(),
+            "refused: rebind.example resolves only to non-public addresses (127.0.0.1, 169.254.169.254)"
+        );
+    }
+
+    #[test]
+    fn allow_private_keeps_everything() {
+        let guard = GuardedResolver::new(true);
+        let all = vec![addr("127.0.0.1"), addr("10.1.2.3")];
+        assert_eq!(guard.filter("intranet", all.clone()).unwrap(), all);
+    }
+
+    #[test]
+    fn an_empty_answer_is_an_error() {
+        for allow in [false, true] {
+            assert_eq!(
+                GuardedResolver::new(allow).filter("void.example", vec![]),
+                Err(GuardError::NoAddresses("void.example".into()))
+            );
+        }
+    }
+
+    #[test]
+    fn checks_ip_literals() {
+        let guard = GuardedResolver::new(false);
+        let check = |u: &str| guard.check_literal(&Url::parse(u).unwrap());
+        assert_eq!(
+            check("http://127.0.0.1:8080/hook"),
+            Err(GuardError::PrivateLiteral("127.0.0.1".parse().unwrap()))
+        );
+        assert_eq!(
+            check("http://[::ffff:10.0.0.1]/"),
+            Err(GuardError::PrivateLiteral(
+                "::ffff:10.0.0.1".parse().unwrap()
+            ))
+        );
+        assert_eq!(check("https://93.184.215.14/"), Ok(()));
+        assert_eq!(check("https://example.com/"), Ok(()));
+        let open = GuardedResolver::new(true);
+        assert_eq!(
+            open.check_literal(&Url::parse("http://127.0.0.1/").unwrap()),
+            Ok(())
+        );
+    }
+
+    #[tokio::test]
+    async fn the_resolver_refuses_localhost() {
+        let err = match GuardedResolver::new(false)
+            .resolve("localhost".parse().unwrap())
+            .await
+        {
+            Ok(addrs) => panic!("localhost resolved to {:?}", addrs.collect::<Vec<_>>()),
+            Err(e) => e,
+        };
+        assert!(
+            matches!(
+                err.downcast_ref::<GuardError>(),
+                Some(GuardError::OnlyPrivateAddresses { host, .. }) if host == "localhost"
+            ),
+            "{err}"
+        );
+    }
+
+    #[tokio::test]
+    async fn the_resolver_keeps_localhost_when_private_targets_are_allowed() {
+        let addrs: Vec<_> = GuardedResolver::new(true)
+            .resolve("localhost".parse().unwrap())
+            .await
+            .unwrap()
+            .collect();
+        assert!(addrs.iter().all(|a| a.ip().is_loopback()), "{addrs:?}");
+        assert!(!addrs.is_empty());
+    }
+}

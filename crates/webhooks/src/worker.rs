@@ -1,0 +1,279 @@
+//! The loop that drains the outbox: claim what is due, send it, record how it went.
+
+use std::fmt;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::FutureExt;
+use shortlink_domain::{ClaimedDelivery, DeliveryQueue, NextStep, Timestamp};
+use tokio::sync::Notify;
+use tokio::task::{JoinError, JoinSet};
+use tokio::time::{Instant, sleep_until};
+
+use crate::schedule::RetrySchedule;
+use crate::sender::{DEFAULT_REQUEST_TIMEOUT, SenderConfig, SenderError, WebhookSender};
+
+/// How a [`DeliveryWorker`] runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkerConfig {
+    /// Attempts in flight at once. Default 16; zero counts as one.
+    pub concurrency: usize,
+    /// How long a claimed delivery stays leased to this worker. It must comfortably exceed
+    /// `request_timeout`, or another process may claim a delivery whose attempt is still
+    /// running and send it twice. Default 60 s.
+    pub lease: Duration,
+    /// How often to look for due deliveries (retries coming due, events written by other
+    /// processes) when nothing wakes the worker, and how long to wait after a queue error.
+    /// Default 500 ms.
+    pub poll_interval: Duration,
+    /// When failed deliveries are tried again. Default [`RetrySchedule::default`].
+    pub schedule: RetrySchedule,
+    /// Deliver to loopback, private and link-local addresses too. Default false.
+    pub allow_private: bool,
+    /// The limit on one attempt. Default [`DEFAULT_REQUEST_TIMEOUT`] (10 s).
+    pub request_timeout: Duration,
+}
+
+impl Default for WorkerConfig {
+    fn default() -> Self {
+        Self {
+            concurrency: 16,
+            lease: Duration::from_secs(60),
+            poll_interval: Duration::from_millis(500),
+            schedule: RetrySchedule::default(),
+            allow_private: false,
+            request_timeout: DEFAULT_REQUEST_TIMEOUT,
+        }
+    }
+}
+
+/// Wakes a [`DeliveryWorker`] that is waiting for its next poll, so new events go out within
+/// milliseconds. Cheap to clone; waking a worker that is busy, or one that is not running, is
+/// harmless (the wake-up is kept until the worker next waits, and several collapse into one).
+#[derive(Debug, Clone, Default)]
+pub struct WakeHandle(Arc<Notify>);
+
+impl WakeHandle {
+    /// A handle not yet attached to a worker; attach it with
+    /// [`DeliveryWorker::with_wake_handle`].
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Asks the worker to look for due deliveries now. Call it after committing the transaction
+    /// that wrote new events to the outbox.
+    pub fn wake(&self) {
+        self.0.notify_one();
+    }
+}
+
+/// Delivers the webhook events of a [`DeliveryQueue`].
+///
+/// Any number of workers, in one process or in several sharing a database, may drain one
+/// queue: the queue's leases keep each attempt to one worker.
+pub struct DeliveryWorker<Q> {
+    queue: Q,
+    config: WorkerConfig,
+    sender: WebhookSender,
+    wake: WakeHandle,
+}
+
+impl<Q> fmt::Debug for DeliveryWorker<Q> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DeliveryWorker")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<Q: DeliveryQueue> DeliveryWorker<Q> {
+    /// A worker for `queue`; builds its HTTP client.
+    pub fn new(queue: Q, config: WorkerConfig) -> Result<Self, SenderError> {
+        let sender = WebhookSender::new(&SenderConfig {
+            timeout: config.request_timeout,
+            allow_private: config.allow_private,
+        })?;
+        Ok(Self {
+            queue,
+            config,
+            sender,
+            wake: WakeHandle::new(),
+        })
+    }
+
+    /// Uses `wake` as this worker's wake-up handle, for a handle made before the worker.
+    pub fn with_wake_handle(mut self, wake: WakeHandle) -> Self {
+        self.wake = wake;
+        self
+    }
+
+    /// The handle that wakes this worker.
+    pub fn wake_handle(&self) -> WakeHandle {
+        self.wake.clone()
+    }
+
+    /// Runs until `shutdown` completes, then stops gracefully: claims nothing more, releases
+    /// deliveries it claimed but did not start, waits for the attempts in flight (each bounded
+    /// by the request timeout) and records them, and returns.
+    ///
+    /// `shutdown` is any future: `token.cancelled_owned()` of a
+    /// `tokio_util::sync::CancellationToken`, `async { rx.changed().await.ok(); }` for a
+    /// `tokio::sync::watch::Receiver`, or `tokio::signal::ctrl_c()` mapped to `()`.
+    ///
+    /// Queue errors (the database down) are logged and retried after the poll interval; they
+    /// never end the loop. Attempts run as tokio tasks, so this must run inside a tokio runtime.
+    pub async fn run<S>(self, shutdown: S)
+    where
+        S: Future<Output = ()> + Send,
+    {
+        let Self {
+            queue,
+            config,
+            sender,
+            wake,
+        } = self;
+        let concurrency = config.concurrency.max(1);
+        let schedule = Arc::new(config.schedule);
+        let mut shutdown = std::pin::pin!(shutdown);
+        let mut in_flight: JoinSet<()> = JoinSet::new();
+        let mut stopping = false;
+        // Whether to ask the queue now, and whether the last answer suggested more is due
+        // (it filled every free slot), so that a finished attempt should be replaced at once.
+        let mut claim_now = true;
+        let mut more_due = false;
+        let mut next_poll = Instant::now();
+
+        tracing::info!(concurrency, "webhook delivery worker started");
+        loop {
+            while let Some(done) = in_flight.try_join_next() {
+                log_panic(done);
+            }
+            let free = concurrency.saturating_sub(in_flight.len());
+            if claim_now && free > 0 {
+                claim_now = false;
+                next_poll = Instant::now() + config.poll_interval;
+                let now = Timestamp::now();
+                let limit = i64::try_from(free).unwrap_or(i64::MAX);
+                match queue.claim_due(now, limit, now.plus(config.lease)).await {
+                    Ok(batch) => {
+                        more_due = batch.len() >= free;
+                        // The signal may have come while the queue answered; what was claimed
+                        // then goes back at once rather than waiting for its lease to end.
+                        // `stopping` is false here: the loop ends as soon as it is set.
+                        stopping = shutdown.as_mut().now_or_never().is_some();
+                        for claimed in batch {
+                            if stopping {
+                                release(&queue, &claimed).await;
+                            } else {
+                                in_flight.spawn(deliver(
+                                    queue.clone(),
+                                    sender.clone(),
+                                    Arc::clone(&schedule),
+                                    claimed,
+                                ));
+                            }
+                        }
+                    }
+                    Err(e) => {
+                        more_due = false;
+                        tracing::error!(
+                            error = &e as &dyn std::error::Error,
+                            retry_in_ms = config.poll_interval.as_millis(),
+                            "cannot claim webhook deliveries"
+                        );
+                    }
+                }
+            }
+            if stopping {
+                break;
+            }
+            // `shutdown` is never polled again once it completed: the loop ends right after.
+            tokio::select! {
+                biased;
+                () = shutdown.as_mut() => stopping = true,
+                Some(done) = in_flight.join_next(), if !in_flight.is_empty() => {
+                    log_panic(done);
+                    claim_now |= more_due;
+                }
+                () = wake.0.notified() => claim_now = true,
+                () = sleep_until(next_poll) => {
+                    claim_now = true;
+                    // Also when every slot is busy, so a full worker does not spin on a timer
+                    // that has already fired.
+                    next_poll = Instant::now() + config.poll_interval;
+                }
+            }
+            if stopping {
+                break;
+            }
+        }
+
+        tracing::info!(
+            in_flight = in_flight.len(),
+            "webhook delivery worker stopping; finishing the attempts in flight"
+        );
+        while let Some(done) = in_flight.join_next().await {
+            log_panic(done);
+        }
+        tracing::info!("webhook delivery worker stopped");
+    }
+}
+
+/// One attempt and its record.
+async fn deliver<Q: DeliveryQueue>(
+    queue: Q,
+    sender: WebhookSender,
+    schedule: Arc<RetrySchedule>,
+    claimed: ClaimedDelivery,
+) {
+    let attempt = sender.attempt(&claimed).await;
+    let delivery = &claimed.delivery;
+    let attempts_made = u32::try_from(delivery.attempts)
+        .unwrap_or(0)
+        .saturating_add(1);
+    let next = if attempt.outcome.is_success() {
+        NextStep::Delivered
+    } else {
+        schedule.next_step(attempts_made, Timestamp::now())
+    };
+    tracing::info!(
+        event_id = %delivery.event_id,
+        webhook_id = %delivery.webhook_id,
+        attempt = attempts_made,
+        status = attempt.outcome.status_code(),
+        error = attempt.outcome.error(),
+        duration_ms = attempt.duration_ms,
+        next = ?next,
+        "webhook attempt"
+    );
+    let record = attempt.into_record(delivery, next);
+    if let Err(e) = queue.record_attempt(&record).await {
+        // The lease runs out and the delivery comes due again, so it is sent once more:
+        // at-least-once, which receivers handle by de-duplicating on webhook-id.
+        tracing::error!(
+            error = &e as &dyn std::error::Error,
+            event_id = %delivery.event_id,
+            webhook_id = %delivery.webhook_id,
+            "cannot record webhook attempt; it will be retried when its lease ends"
+        );
+    }
+}
+
+async fn release<Q: DeliveryQueue>(queue: &Q, claimed: &ClaimedDelivery) {
+    let delivery = &claimed.delivery;
+    if let Err(e) = queue.release(delivery.event_id, delivery.webhook_id).await {
+        tracing::warn!(
+            error = &e as &dyn std::error::Error,
+            event_id = %delivery.event_id,
+            webhook_id = %delivery.webhook_id,
+            "cannot release webhook delivery; it is retried when its lease ends"
+        );
+    }
+}
+
+fn log_panic(done: Result<(), JoinError>) {
+    if let Err(e) = done {
+        tracing::error!(error = %e, "webhook attempt task failed");
+    }
+}

@@ -1,0 +1,283 @@
+//! The delivery loop, against real receivers and the in-memory queue.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use shortlink_domain::{DeliveryState, NextStep};
+use shortlink_webhooks::{
+    DEFAULT_TOLERANCE, DeliveryWorker, HEADER_ID, RetrySchedule, WakeHandle, WorkerConfig, verify,
+};
+use tokio::sync::{Semaphore, watch};
+use tokio::task::JoinHandle;
+
+use crate::helpers::{Behaviour, MemoryQueue, Receiver, claimed, eventually};
+
+const WITHIN: Duration = Duration::from_secs(10);
+
+fn config(schedule: &str) -> WorkerConfig {
+    WorkerConfig {
+        poll_interval: Duration::from_millis(20),
+        schedule: schedule.parse().unwrap(),
+        allow_private: true,
+        ..WorkerConfig::default()
+    }
+}
+
+/// A running worker and the sender of its stop signal.
+struct Running {
+    stop: watch::Sender<bool>,
+    task: JoinHandle<()>,
+    wake: WakeHandle,
+}
+
+fn start(queue: &MemoryQueue, config: WorkerConfig) -> Running {
+    let worker = DeliveryWorker::new(queue.clone(), config).unwrap();
+    let wake = worker.wake_handle();
+    let (stop, mut stopped) = watch::channel(false);
+    let task = tokio::spawn(worker.run(async move {
+        let _ = stopped.changed().await;
+    }));
+    Running { stop, task, wake }
+}
+
+impl Running {
+    async fn stop(self) {
+        self.stop.send(true).unwrap();
+        tokio::time::timeout(WITHIN, self.task)
+            .await
+            .expect("the worker stops")
+            .unwrap();
+    }
+}
+
+#[tokio::test]
+async fn retries_with_the_same_id_until_delivered() {
+    let receiver = Receiver::start(Behaviour::Script(vec![500, 503, 200]));
+    let queue = MemoryQueue::new();
+    let c = claimed(&receiver.url("/"));
+    let id = c.delivery.event_id;
+    queue.push(c.clone());
+    let worker = start(&queue, config("50ms,50ms,50ms"));
+
+    let delivery = eventually("delivery", WITHIN, || {
+        let d = queue.delivery(id);
+        (d.state == DeliveryState::Delivered).then_some(d)
+    })
+    .await;
+    worker.stop().await;
+
+    assert_eq!(delivery.attempts, 3);
+    assert_eq!(delivery.last_status_code, Some(200));
+    let got = receiver.received();
+    assert_eq!(got.len(), 3);
+    for req in &got {
+        assert_eq!(req.header(HEADER_ID), id.to_string());
+        assert_eq!(req.body, c.delivery.payload.as_bytes());
+        assert_eq!(
+            verify(&c.secret, &req.headers, &req.body, DEFAULT_TOLERANCE),
+            Ok(())
+        );
+    }
+    let records = queue.records();
+    let statuses: Vec<_> = records.iter().map(|r| r.status_code).collect();
+    assert_eq!(statuses, [Some(500), Some(503), Some(200)]);
+    assert!(matches!(records[0].next, NextStep::RetryAt(_)));
+    assert!(matches!(records[1].next, NextStep::RetryAt(_)));
+    assert_eq!(records[2].next, NextStep::Delivered);
+    // The retry waited its delay, counted from the end of the failed attempt.
+    if let NextStep::RetryAt(at) = records[0].next {
+        let started = records[0].started_at.unix_millis() + records[0].duration_ms;
+        assert!(at.unix_millis() >= started + 50);
+        assert!(records[1].started_at >= at);
+    }
+}
+
+#[tokio::test]
+async fn fails_after_one_try_plus_the_schedule() {
+    let receiver = Receiver::start(Behaviour::Status(500));
+    let queue = MemoryQueue::new();
+    let c = claimed(&receiver.url("/"));
+    let id = c.delivery.event_id;
+    queue.push(c);
+    let schedule: RetrySchedule = "10ms,10ms,10ms".parse().unwrap();
+    let worker = start(
+        &queue,
+        WorkerConfig {
+            schedule: schedule.clone(),
+            ..config("1ms")
+        },
+    );
+
+    let delivery = eventually("failure", WITHIN, || {
+        let d = queue.delivery(id);
+        (d.state == DeliveryState::Failed).then_some(d)
+    })
+    .await;
+    worker.stop().await;
+
+    assert_eq!(delivery.attempts, 4);
+    assert_eq!(
+        delivery.attempts,
+        i32::try_from(schedule.max_attempts()).unwrap()
+    );
+    assert_eq!(receiver.received().len(), 4);
+    let nexts: Vec<_> = queue.records().iter().map(|r| r.next).collect();
+    assert!(matches!(
+        nexts[..3],
+        [
+            NextStep::RetryAt(_),
+            NextStep::RetryAt(_),
+            NextStep::RetryAt(_)
+        ]
+    ));
+    assert_eq!(nexts[3], NextStep::Failed);
+}
+
+#[tokio::test]
+async fn a_wake_up_starts_delivery_without_waiting_for_the_poll() {
+    let receiver = Receiver::start(Behaviour::Status(200));
+    let queue = MemoryQueue::new();
+    let worker = start(
+        &queue,
+        WorkerConfig {
+            poll_interval: Duration::from_secs(3600),
+            ..config("1s")
+        },
+    );
+    // The worker has looked once, found nothing, and now waits an hour for its next poll.
+    eventually("the first claim", WITHIN, || {
+        (queue.claims() >= 1).then_some(())
+    })
+    .await;
+
+    let c = claimed(&receiver.url("/"));
+    let id = c.delivery.event_id;
+    queue.push(c);
+    worker.wake.wake();
+
+    receiver.wait_for(1, WITHIN).await;
+    eventually("the record", WITHIN, || {
+        (queue.delivery(id).state == DeliveryState::Delivered).then_some(())
+    })
+    .await;
+    worker.stop().await;
+}
+
+#[tokio::test]
+async fn queue_errors_are_retried_after_the_poll_interval() {
+    let receiver = Receiver::start(Behaviour::Status(200));
+    let queue = MemoryQueue::new();
+    queue.fail_next_claims(3);
+    let c = claimed(&receiver.url("/"));
+    let id = c.delivery.event_id;
+    queue.push(c);
+    let worker = start(&queue, config("1s"));
+
+    eventually("delivery after the queue came back", WITHIN, || {
+        (queue.delivery(id).state == DeliveryState::Delivered).then_some(())
+    })
+    .await;
+    assert!(queue.claims() >= 4, "{}", queue.claims());
+    assert!(!worker.task.is_finished());
+    worker.stop().await;
+}
+
+#[tokio::test]
+async fn stopping_lets_the_attempt_in_flight_finish_and_records_it() {
+    let gate = Arc::new(Semaphore::new(0));
+    let receiver = Receiver::start(Behaviour::Gated(Arc::clone(&gate)));
+    let queue = MemoryQueue::new();
+    let c = claimed(&receiver.url("/"));
+    let id = c.delivery.event_id;
+    queue.push(c);
+    let mut worker = start(&queue, config("1s"));
+
+    receiver.wait_for(1, WITHIN).await;
+    worker.stop.send(true).unwrap();
+    // Stopping waits for the receiver, which has not answered yet.
+    assert!(
+        tokio::time::timeout(Duration::from_millis(300), &mut worker.task)
+            .await
+            .is_err(),
+        "the worker returned with an attempt in flight"
+    );
+    assert!(queue.records().is_empty());
+
+    gate.add_permits(1);
+    tokio::time::timeout(WITHIN, worker.task)
+        .await
+        .expect("the worker stops once the attempt is done")
+        .unwrap();
+    let delivery = queue.delivery(id);
+    assert_eq!(delivery.state, DeliveryState::Delivered);
+    assert_eq!(delivery.attempts, 1);
+    assert_eq!(queue.records().len(), 1);
+    assert!(queue.released().is_empty());
+}
+
+#[tokio::test]
+async fn what_was_claimed_while_stopping_is_released_not_sent() {
+    let receiver = Receiver::start(Behaviour::Status(200));
+    let gate = Arc::new(Semaphore::new(0));
+    let queue = MemoryQueue::new().with_claim_gate(Arc::clone(&gate));
+    let c = claimed(&receiver.url("/"));
+    let id = c.delivery.event_id;
+    queue.push(c);
+    let worker = start(&queue, config("1s"));
+
+    // The worker is inside `claim_due`, holding the delivery; the stop signal comes now.
+    queue.wait_for_claim_entered(WITHIN).await;
+    worker.stop.send(true).unwrap();
+    gate.add_permits(1);
+    tokio::time::timeout(WITHIN, worker.task)
+        .await
+        .expect("the worker stops")
+        .unwrap();
+
+    assert_eq!(queue.released(), [id]);
+    assert!(queue.records().is_empty());
+    assert!(receiver.received().is_empty());
+    assert_eq!(queue.delivery(id).state, DeliveryState::Pending);
+}
+
+#[tokio::test]
+async fn runs_no_more_attempts_at_once_than_its_concurrency() {
+    let gate = Arc::new(Semaphore::new(0));
+    let receiver = Receiver::start(Behaviour::Gated(Arc::clone(&gate)));
+    let queue = MemoryQueue::new();
+    let ids: Vec<_> = (0..5)
+        .map(|_| {
+            let c = claimed(&receiver.url("/"));
+            let id = c.delivery.event_id;
+            queue.push(c);
+            id
+        })
+        .collect();
+    let worker = start(
+        &queue,
+        WorkerConfig {
+            concurrency: 2,
+            ..config("1s")
+        },
+    );
+
+    receiver.wait_for(2, WITHIN).await;
+    // Two are held by the receiver; while they are, no third attempt starts.
+    assert!(
+        tokio::time::timeout(Duration::from_millis(300), receiver.wait_for(3, WITHIN))
+            .await
+            .is_err(),
+        "a third attempt started"
+    );
+    assert_eq!(receiver.received().len(), 2);
+
+    gate.add_permits(5);
+    eventually("every delivery", WITHIN, || {
+        ids.iter()
+            .all(|id| queue.delivery(*id).state == DeliveryState::Delivered)
+            .then_some(())
+    })
+    .await;
+    assert_eq!(receiver.received().len(), 5);
+    worker.stop().await;
+}
