@@ -2,6 +2,7 @@
 //! differently configured servers as they like.
 
 use shortlink_domain::BaseUrl;
+use shortlink_webhooks::RetrySchedule;
 
 /// Everything [`crate::Application::build`] needs.
 #[derive(Debug, Clone)]
@@ -14,6 +15,8 @@ pub struct Config {
     pub base_url: Option<BaseUrl>,
     /// Whether webhooks may target loopback and private addresses.
     pub webhook_allow_private_targets: bool,
+    /// Delays between webhook delivery attempts.
+    pub webhook_retry_schedule: RetrySchedule,
     /// Database connections (PostgreSQL) or reader connections (SQLite).
     pub max_connections: usize,
     /// HTTP worker threads; the number of CPUs when not set.
@@ -30,6 +33,7 @@ impl Config {
             listen: "127.0.0.1:8080".into(),
             base_url: None,
             webhook_allow_private_targets: false,
+            webhook_retry_schedule: RetrySchedule::default(),
             max_connections: 16,
             workers: None,
             first_run_banner: true,

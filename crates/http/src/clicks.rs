@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use shortlink_domain::{BaseUrl, ClickInfo, LinkId, WorkspaceId};
 use shortlink_storage::{ClickBatch, LinkClicks, Store};
+use shortlink_webhooks::WakeHandle;
 
 /// How often recorded clicks are written; the API shows a click within this much (plus the
 /// write itself).
@@ -74,14 +75,23 @@ impl ClickCounter {
         }
     }
 
-    /// Writes everything recorded so far. On failure the clicks stay pending.
-    pub async fn flush(&self, store: &Store, base: &BaseUrl) -> Result<(), shortlink_storage::StorageError> {
+    /// Writes everything recorded so far, then wakes the webhook worker for the `link.clicked`
+    /// events written with it. On failure the clicks stay pending.
+    pub async fn flush(
+        &self,
+        store: &Store,
+        base: &BaseUrl,
+        webhooks: &WakeHandle,
+    ) -> Result<(), shortlink_storage::StorageError> {
         let batch = self.take();
         if batch.links.is_empty() {
             return Ok(());
         }
         match store.record_clicks(&batch, base).await {
-            Ok(()) => Ok(()),
+            Ok(()) => {
+                webhooks.wake();
+                Ok(())
+            }
             Err(e) => {
                 self.put_back(batch);
                 Err(e)
@@ -96,6 +106,7 @@ impl ClickCounter {
         &self,
         store: &Store,
         base: &BaseUrl,
+        webhooks: &WakeHandle,
         stop: impl std::future::Future<Output = ()>,
         drain_timeout: Duration,
     ) -> bool {
@@ -105,7 +116,7 @@ impl ClickCounter {
         loop {
             tokio::select! {
                 _ = tick.tick() => {
-                    if let Err(e) = self.flush(store, base).await {
+                    if let Err(e) = self.flush(store, base, webhooks).await {
                         tracing::warn!(error = %e, "click flush failed; will retry");
                     }
                 }
@@ -114,7 +125,7 @@ impl ClickCounter {
         }
         let deadline = tokio::time::Instant::now() + drain_timeout;
         loop {
-            match self.flush(store, base).await {
+            match self.flush(store, base, webhooks).await {
                 Ok(()) => return true,
                 Err(e) if tokio::time::Instant::now() < deadline => {
                     tracing::warn!(error = %e, "final click flush failed; retrying");

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use shortlink_domain::BaseUrl;
 use shortlink_storage::Store;
-use tokio::sync::Notify;
+use shortlink_webhooks::WakeHandle;
 
 use crate::auth::KeyCache;
 use crate::cache::LinkCache;
@@ -36,13 +36,13 @@ pub struct AppState {
     pub auth_failures: AuthFailureGuard,
     /// Recently authenticated keys.
     pub keys: KeyCache,
-    /// Notified after events were written to the outbox, so delivery starts at once.
-    pub events_written: Arc<Notify>,
+    /// Woken after events were written to the outbox, so delivery starts at once.
+    pub webhooks: WakeHandle,
 }
 
 impl AppState {
     /// State with the in-process rate limiter and caches.
-    pub fn new(store: Store, settings: HttpSettings, clicks: Arc<ClickCounter>, events_written: Arc<Notify>) -> Self {
+    pub fn new(store: Store, settings: HttpSettings, clicks: Arc<ClickCounter>, webhooks: WakeHandle) -> Self {
         Self {
             store,
             settings,
@@ -51,7 +51,7 @@ impl AppState {
             rate_limiter: Arc::new(crate::ratelimit::LocalRateLimiter::default()),
             auth_failures: AuthFailureGuard::default(),
             keys: KeyCache::default(),
-            events_written,
+            webhooks,
         }
     }
 

@@ -118,7 +118,7 @@ fn validate(state: &AppState, auth: &Authenticated, req: CreateLinkRequest) -> R
 async fn store_links(state: &AppState, links: Vec<NewLink>) -> Result<Vec<Result<LinkView, ApiError>>, ApiError> {
     let slugs: Vec<Option<String>> = links.iter().map(|l| l.slug.as_ref().map(Slug::to_string)).collect();
     let outcomes = state.store.create_links(links, state.base()).await?;
-    state.events_written.notify_one();
+    state.webhooks.wake();
     Ok(outcomes
         .into_iter()
         .zip(slugs)

@@ -1,0 +1,152 @@
+//! The command line (see the contract's table): `serve` (the default), `migrate`,
+//! `workspace create|list`, `key create|list|revoke`. Every flag can also come from the
+//! environment.
+
+use anyhow::Context;
+use clap::{Args, Parser, Subcommand};
+use shortlink_domain::{ApiKeyId, BaseUrl, DEFAULT_RATE_LIMIT};
+use shortlink_server::{Application, Config, admin};
+use shortlink_storage::{PoolOptions, Store};
+use shortlink_webhooks::RetrySchedule;
+
+#[derive(Debug, Parser)]
+#[command(name = "shortlink", version, about = "A link-shortening service", args_conflicts_with_subcommands = true)]
+pub struct Cli {
+    /// `sqlite://PATH` (embedded, the default) or `postgres://USER@HOST/DB`.
+    #[arg(long, env = "DATABASE_URL", default_value = "sqlite://shortlink.db", global = true)]
+    database_url: String,
+
+    #[command(flatten)]
+    serve: ServeArgs,
+
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run migrations, then serve the API and the redirects (the default).
+    Serve(ServeArgs),
+    /// Run pending migrations and exit.
+    Migrate,
+    /// Manage workspaces.
+    #[command(subcommand)]
+    Workspace(WorkspaceCommand),
+    /// Manage API keys.
+    #[command(subcommand)]
+    Key(KeyCommand),
+}
+
+#[derive(Debug, Clone, Args)]
+struct ServeArgs {
+    /// Address to listen on.
+    #[arg(long, env = "SHORTLINK_LISTEN", default_value = "127.0.0.1:8080")]
+    listen: String,
+    /// Public base of short URLs (default `http://<listen>`).
+    #[arg(long, env = "SHORTLINK_BASE_URL", value_parser = parse_base_url)]
+    base_url: Option<BaseUrl>,
+    /// Allow webhook targets on loopback and private addresses.
+    #[arg(long, env = "SHORTLINK_WEBHOOK_ALLOW_PRIVATE_TARGETS")]
+    webhook_allow_private_targets: bool,
+    /// Delays between webhook delivery attempts, after the first try.
+    #[arg(long, env = "SHORTLINK_WEBHOOK_RETRY_SCHEDULE", default_value_t = RetrySchedule::default())]
+    webhook_retry_schedule: RetrySchedule,
+}
+
+#[derive(Debug, Subcommand)]
+enum WorkspaceCommand {
+    /// Create a workspace; prints its id.
+    Create {
+        /// Unique name: letters, digits, '.', '-', '_'.
+        name: String,
+        /// Requests per second for its keys (also the burst).
+        #[arg(long, default_value_t = DEFAULT_RATE_LIMIT)]
+        rate_limit: u32,
+    },
+    /// List workspaces, one per line.
+    List,
+}
+
+#[derive(Debug, Subcommand)]
+enum KeyCommand {
+    /// Create an API key; prints the key alone (shown only this once).
+    Create {
+        /// Workspace name or id.
+        #[arg(long)]
+        workspace: String,
+        /// A label to tell keys apart.
+        #[arg(long, default_value = "default")]
+        name: String,
+    },
+    /// List a workspace's keys (never the secrets).
+    List {
+        /// Workspace name or id.
+        #[arg(long)]
+        workspace: String,
+    },
+    /// Revoke a key by id (`key_…`).
+    Revoke {
+        /// The key's id.
+        key_id: String,
+    },
+}
+
+fn parse_base_url(s: &str) -> Result<BaseUrl, String> {
+    BaseUrl::parse(s).map_err(|e| e.to_string())
+}
+
+/// Runs the command the user asked for.
+pub async fn run(cli: Cli) -> anyhow::Result<()> {
+    let command = cli.command.unwrap_or(Command::Serve(cli.serve));
+    if let Command::Serve(args) = command {
+        return serve(cli.database_url, args).await;
+    }
+    let store = Store::connect(&cli.database_url, PoolOptions { max_connections: 2 })?;
+    store.migrate().await.context("could not prepare the database")?;
+    match command {
+        Command::Serve(_) => unreachable!("handled above"),
+        Command::Migrate => println!("migrations are up to date"),
+        Command::Workspace(WorkspaceCommand::Create { name, rate_limit }) => {
+            println!("{}", admin::create_workspace(&store, &name, rate_limit).await?.id);
+        }
+        Command::Workspace(WorkspaceCommand::List) => {
+            for ws in store.list_workspaces().await? {
+                println!("{}\t{}\t{}/s\t{}", ws.id, ws.name, ws.rate_limit.per_second(), ws.created_at);
+            }
+        }
+        Command::Key(KeyCommand::Create { workspace, name }) => {
+            let workspace = admin::find_workspace(&store, &workspace).await?;
+            let (_, secret) = admin::create_key(&store, &workspace, &name).await?;
+            println!("{}", secret.expose());
+        }
+        Command::Key(KeyCommand::List { workspace }) => {
+            let workspace = admin::find_workspace(&store, &workspace).await?;
+            for key in store.list_api_keys(workspace.id).await? {
+                let state = key.revoked_at.map_or_else(|| "active".to_owned(), |t| format!("revoked {t}"));
+                println!("{}\t{}…\t{}\t{}\t{}", key.id, key.prefix, key.name, key.created_at, state);
+            }
+        }
+        Command::Key(KeyCommand::Revoke { key_id }) => {
+            let id = ApiKeyId::parse(&key_id).map_err(|_| anyhow::anyhow!("'{key_id}' is not a key id (key_…)"))?;
+            anyhow::ensure!(store.revoke_api_key(id).await?, "no active key with id {key_id}");
+            println!("revoked {key_id}");
+        }
+    }
+    Ok(())
+}
+
+async fn serve(database_url: String, args: ServeArgs) -> anyhow::Result<()> {
+    let config = Config {
+        listen: args.listen,
+        base_url: args.base_url,
+        webhook_allow_private_targets: args.webhook_allow_private_targets,
+        webhook_retry_schedule: args.webhook_retry_schedule,
+        ..Config::new(database_url)
+    };
+    let app = Application::build(config).await?;
+    if let Some(key) = app.first_run_key() {
+        eprintln!("{}", shortlink_server::first_run_banner(key, app.base_url()));
+    }
+    tracing::info!(port = app.port(), base_url = app.base_url().as_str(), "serving");
+    app.run_until_stopped().await
+}
