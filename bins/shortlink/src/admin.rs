@@ -1,11 +1,17 @@
 //! Creating workspaces and keys: shared by the command line and the first-run set-up.
 
 use anyhow::{Context, bail};
-use shortlink_domain::{ApiKey, ApiKeyId, ApiKeySecret, RateLimit, Timestamp, Workspace, WorkspaceId};
+use shortlink_domain::{
+    ApiKey, ApiKeyId, ApiKeySecret, RateLimit, Timestamp, Workspace, WorkspaceId,
+};
 use shortlink_storage::{StorageError, Store};
 
 /// Creates a workspace after checking its name and rate.
-pub async fn create_workspace(store: &Store, name: &str, rate_limit: u32) -> anyhow::Result<Workspace> {
+pub async fn create_workspace(
+    store: &Store,
+    name: &str,
+    rate_limit: u32,
+) -> anyhow::Result<Workspace> {
     Workspace::validate_name(name).map_err(anyhow::Error::msg)?;
     let workspace = Workspace {
         id: WorkspaceId::generate(),
@@ -29,7 +35,11 @@ pub async fn find_workspace(store: &Store, name_or_id: &str) -> anyhow::Result<W
 }
 
 /// Makes a key for `workspace`; the secret is returned once and stored only as its hash.
-pub async fn create_key(store: &Store, workspace: &Workspace, name: &str) -> anyhow::Result<(ApiKey, ApiKeySecret)> {
+pub async fn create_key(
+    store: &Store,
+    workspace: &Workspace,
+    name: &str,
+) -> anyhow::Result<(ApiKey, ApiKeySecret)> {
     if name.is_empty() || name.len() > 100 {
         bail!("key name must be 1 to 100 characters");
     }

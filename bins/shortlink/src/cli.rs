@@ -10,10 +10,20 @@ use shortlink_storage::{PoolOptions, Store};
 use shortlink_webhooks::RetrySchedule;
 
 #[derive(Debug, Parser)]
-#[command(name = "shortlink", version, about = "A link-shortening service", args_conflicts_with_subcommands = true)]
+#[command(
+    name = "shortlink",
+    version,
+    about = "A link-shortening service",
+    args_conflicts_with_subcommands = true
+)]
 pub struct Cli {
     /// `sqlite://PATH` (embedded, the default) or `postgres://USER@HOST/DB`.
-    #[arg(long, env = "DATABASE_URL", default_value = "sqlite://shortlink.db", global = true)]
+    #[arg(
+        long,
+        env = "DATABASE_URL",
+        default_value = "sqlite://shortlink.db",
+        global = true
+    )]
     database_url: String,
 
     #[command(flatten)]
@@ -102,16 +112,28 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         return serve(cli.database_url, args).await;
     }
     let store = Store::connect(&cli.database_url, PoolOptions { max_connections: 2 })?;
-    store.migrate().await.context("could not prepare the database")?;
+    store
+        .migrate()
+        .await
+        .context("could not prepare the database")?;
     match command {
         Command::Serve(_) => unreachable!("handled above"),
         Command::Migrate => println!("migrations are up to date"),
         Command::Workspace(WorkspaceCommand::Create { name, rate_limit }) => {
-            println!("{}", admin::create_workspace(&store, &name, rate_limit).await?.id);
+            println!(
+                "{}",
+                admin::create_workspace(&store, &name, rate_limit).await?.id
+            );
         }
         Command::Workspace(WorkspaceCommand::List) => {
             for ws in store.list_workspaces().await? {
-                println!("{}\t{}\t{}/s\t{}", ws.id, ws.name, ws.rate_limit.per_second(), ws.created_at);
+                println!(
+                    "{}\t{}\t{}/s\t{}",
+                    ws.id,
+                    ws.name,
+                    ws.rate_limit.per_second(),
+                    ws.created_at
+                );
             }
         }
         Command::Key(KeyCommand::Create { workspace, name }) => {
@@ -122,13 +144,22 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Key(KeyCommand::List { workspace }) => {
             let workspace = admin::find_workspace(&store, &workspace).await?;
             for key in store.list_api_keys(workspace.id).await? {
-                let state = key.revoked_at.map_or_else(|| "active".to_owned(), |t| format!("revoked {t}"));
-                println!("{}\t{}…\t{}\t{}\t{}", key.id, key.prefix, key.name, key.created_at, state);
+                let state = key
+                    .revoked_at
+                    .map_or_else(|| "active".to_owned(), |t| format!("revoked {t}"));
+                println!(
+                    "{}\t{}…\t{}\t{}\t{}",
+                    key.id, key.prefix, key.name, key.created_at, state
+                );
             }
         }
         Command::Key(KeyCommand::Revoke { key_id }) => {
-            let id = ApiKeyId::parse(&key_id).map_err(|_| anyhow::anyhow!("'{key_id}' is not a key id (key_…)"))?;
-            anyhow::ensure!(store.revoke_api_key(id).await?, "no active key with id {key_id}");
+            let id = ApiKeyId::parse(&key_id)
+                .map_err(|_| anyhow::anyhow!("'{key_id}' is not a key id (key_…)"))?;
+            anyhow::ensure!(
+                store.revoke_api_key(id).await?,
+                "no active key with id {key_id}"
+            );
             println!("revoked {key_id}");
         }
     }
@@ -145,8 +176,15 @@ async fn serve(database_url: String, args: ServeArgs) -> anyhow::Result<()> {
     };
     let app = Application::build(config).await?;
     if let Some(key) = app.first_run_key() {
-        eprintln!("{}", shortlink_server::first_run_banner(key, app.base_url()));
+        eprintln!(
+            "{}",
+            shortlink_server::first_run_banner(key, app.base_url())
+        );
     }
-    tracing::info!(port = app.port(), base_url = app.base_url().as_str(), "serving");
+    tracing::info!(
+        port = app.port(),
+        base_url = app.base_url().as_str(),
+        "serving"
+    );
     app.run_until_stopped().await
 }

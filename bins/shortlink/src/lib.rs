@@ -43,17 +43,30 @@ impl Application {
     /// Connects and migrates the database, binds the listener, and on first run creates the
     /// `default` workspace with a key.
     pub async fn build(config: Config) -> anyhow::Result<Self> {
-        let store = Store::connect(&config.database_url, PoolOptions { max_connections: config.max_connections })?;
-        store.migrate().await.context("could not prepare the database")?;
+        let store = Store::connect(
+            &config.database_url,
+            PoolOptions {
+                max_connections: config.max_connections,
+            },
+        )?;
+        store
+            .migrate()
+            .await
+            .context("could not prepare the database")?;
 
-        let listener = TcpListener::bind(&config.listen).with_context(|| format!("could not listen on {}", config.listen))?;
+        let listener = TcpListener::bind(&config.listen)
+            .with_context(|| format!("could not listen on {}", config.listen))?;
         let addr = listener.local_addr()?;
         let base_url = match config.base_url {
             Some(base) => base,
             None => BaseUrl::parse(&format!("http://{addr}"))?,
         };
 
-        let first_run_key = if config.first_run_banner { first_run(&store).await? } else { None };
+        let first_run_key = if config.first_run_banner {
+            first_run(&store).await?
+        } else {
+            None
+        };
 
         let clicks = Arc::new(ClickCounter::default());
         let wake = WakeHandle::new();
@@ -71,7 +84,12 @@ impl Application {
             base_url: base_url.clone(),
             webhook_allow_private_targets: config.webhook_allow_private_targets,
         };
-        let state = Data::new(AppState::new(store.clone(), settings, clicks.clone(), wake.clone()));
+        let state = Data::new(AppState::new(
+            store.clone(),
+            settings,
+            clicks.clone(),
+            wake.clone(),
+        ));
         let mut server = HttpServer::new(move || {
             let state = state.clone();
             App::new()
@@ -84,7 +102,16 @@ impl Application {
         }
         let server = server.listen(listener)?.run();
 
-        Ok(Self { port: addr.port(), base_url, server, store, clicks, worker, wake, first_run_key })
+        Ok(Self {
+            port: addr.port(),
+            base_url,
+            server,
+            store,
+            clicks,
+            worker,
+            wake,
+            first_run_key,
+        })
     }
 
     /// The bound port (useful with port 0).
@@ -116,9 +143,18 @@ impl Application {
         };
         let worker = tokio::spawn(self.worker.run(stopped(stop_rx.clone())));
         let clicks = {
-            let (store, base, wake, clicks) = (self.store.clone(), self.base_url.clone(), self.wake.clone(), self.clicks.clone());
+            let (store, base, wake, clicks) = (
+                self.store.clone(),
+                self.base_url.clone(),
+                self.wake.clone(),
+                self.clicks.clone(),
+            );
             let stop = stopped(stop_rx);
-            tokio::spawn(async move { clicks.run(&store, &base, &wake, stop, CLICK_DRAIN_TIMEOUT).await })
+            tokio::spawn(async move {
+                clicks
+                    .run(&store, &base, &wake, stop, CLICK_DRAIN_TIMEOUT)
+                    .await
+            })
         };
 
         let served = self.server.await;
@@ -127,7 +163,10 @@ impl Application {
         let all_written = clicks.await.unwrap_or(false);
         let _ = worker.await;
         served.context("the HTTP server failed")?;
-        anyhow::ensure!(all_written, "some clicks could not be written before stopping");
+        anyhow::ensure!(
+            all_written,
+            "some clicks could not be written before stopping"
+        );
         tracing::info!("stopped");
         Ok(())
     }
@@ -139,7 +178,8 @@ async fn first_run(store: &Store) -> anyhow::Result<Option<String>> {
     if !store.list_workspaces().await?.is_empty() {
         return Ok(None);
     }
-    let workspace = admin::create_workspace(store, "default", shortlink_domain::DEFAULT_RATE_LIMIT).await?;
+    let workspace =
+        admin::create_workspace(store, "default", shortlink_domain::DEFAULT_RATE_LIMIT).await?;
     let (_, secret) = admin::create_key(store, &workspace, "first-run").await?;
     Ok(Some(secret.expose().to_owned()))
 }

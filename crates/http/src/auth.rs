@@ -26,7 +26,12 @@ pub struct KeyCache(moka::sync::Cache<ApiKeyHash, AuthenticatedKey>);
 
 impl Default for KeyCache {
     fn default() -> Self {
-        Self(moka::sync::Cache::builder().max_capacity(10_000).time_to_live(KEY_CACHE_TTL).build())
+        Self(
+            moka::sync::Cache::builder()
+                .max_capacity(10_000)
+                .time_to_live(KEY_CACHE_TTL)
+                .build(),
+        )
     }
 }
 
@@ -52,7 +57,9 @@ impl FromRequest for Authenticated {
                 .app_data::<Data<AppState>>()
                 .ok_or_else(|| ApiError::Internal("application state missing".into()))?
                 .clone();
-            let addr = req.peer_addr().map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |a| a.ip());
+            let addr = req
+                .peer_addr()
+                .map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |a| a.ip());
             if let Some(retry_after) = state.auth_failures.blocked_for(addr) {
                 return Err(ApiError::RateLimited { retry_after });
             }
@@ -66,12 +73,20 @@ impl FromRequest for Authenticated {
                     None => ApiError::Unauthorized,
                 });
             };
-            let decision = state.rate_limiter.check(key.workspace.id, key.workspace.rate_limit).await;
+            let decision = state
+                .rate_limiter
+                .check(key.workspace.id, key.workspace.rate_limit)
+                .await;
             req.extensions_mut().insert(decision);
             if !decision.allowed {
-                return Err(ApiError::RateLimited { retry_after: decision.retry_after });
+                return Err(ApiError::RateLimited {
+                    retry_after: decision.retry_after,
+                });
             }
-            Ok(Authenticated { key_id: key.key_id, workspace: key.workspace })
+            Ok(Authenticated {
+                key_id: key.key_id,
+                workspace: key.workspace,
+            })
         })
     }
 }

@@ -24,7 +24,11 @@ pub struct RedirectTarget {
 
 impl From<&Link> for RedirectTarget {
     fn from(link: &Link) -> Self {
-        Self { link_id: link.id, workspace_id: link.workspace_id, destination: link.destination.clone() }
+        Self {
+            link_id: link.id,
+            workspace_id: link.workspace_id,
+            destination: link.destination.clone(),
+        }
     }
 }
 
@@ -47,7 +51,12 @@ pub struct LinkCache {
 
 impl Default for LinkCache {
     fn default() -> Self {
-        Self::new(100_000, 100_000, Duration::from_secs(60), Duration::from_secs(5))
+        Self::new(
+            100_000,
+            100_000,
+            Duration::from_secs(60),
+            Duration::from_secs(5),
+        )
     }
 }
 
@@ -55,8 +64,14 @@ impl LinkCache {
     /// Caches of the given capacities (entries) and lifetimes.
     pub fn new(found: u64, absent: u64, found_ttl: Duration, absent_ttl: Duration) -> Self {
         Self {
-            found: Cache::builder().max_capacity(found).time_to_live(found_ttl).build(),
-            absent: Cache::builder().max_capacity(absent).time_to_live(absent_ttl).build(),
+            found: Cache::builder()
+                .max_capacity(found)
+                .time_to_live(found_ttl)
+                .build(),
+            absent: Cache::builder()
+                .max_capacity(absent)
+                .time_to_live(absent_ttl)
+                .build(),
         }
     }
 

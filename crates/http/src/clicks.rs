@@ -37,8 +37,16 @@ pub struct ClickCounter {
 
 impl ClickCounter {
     /// Records one click. `details` runs only while the detail budget lasts.
-    pub fn record(&self, link_id: LinkId, workspace_id: WorkspaceId, details: impl FnOnce() -> ClickInfo) {
-        let mut pending = self.pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    pub fn record(
+        &self,
+        link_id: LinkId,
+        workspace_id: WorkspaceId,
+        details: impl FnOnce() -> ClickInfo,
+    ) {
+        let mut pending = self
+            .pending
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let keep_details = pending.detailed < MAX_DETAILED_CLICKS;
         pending.detailed += usize::from(keep_details);
         let entry = pending.links.entry(link_id).or_insert_with(|| LinkClicks {
@@ -54,13 +62,21 @@ impl ClickCounter {
     }
 
     fn take(&self) -> ClickBatch {
-        let mut pending = self.pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut pending = self
+            .pending
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let taken = std::mem::take(&mut *pending);
-        ClickBatch { links: taken.links.into_values().collect() }
+        ClickBatch {
+            links: taken.links.into_values().collect(),
+        }
     }
 
     fn put_back(&self, batch: ClickBatch) {
-        let mut pending = self.pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut pending = self
+            .pending
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         for link in batch.links {
             pending.detailed += link.clicks.len();
             match pending.links.get_mut(&link.link_id) {
@@ -146,19 +162,33 @@ mod tests {
     use shortlink_domain::Timestamp;
 
     fn click() -> ClickInfo {
-        ClickInfo { timestamp: Timestamp::now(), referrer: None, user_agent: None }
+        ClickInfo {
+            timestamp: Timestamp::now(),
+            referrer: None,
+            user_agent: None,
+        }
     }
 
     #[test]
     fn counts_merge_per_link_and_survive_a_put_back() {
         let counter = ClickCounter::default();
-        let (a, b, ws) = (LinkId::generate(), LinkId::generate(), WorkspaceId::generate());
+        let (a, b, ws) = (
+            LinkId::generate(),
+            LinkId::generate(),
+            WorkspaceId::generate(),
+        );
         for _ in 0..3 {
             counter.record(a, ws, click);
         }
         counter.record(b, ws, click);
         let batch = counter.take();
-        let count = |batch: &ClickBatch, id| batch.links.iter().find(|l| l.link_id == id).map(|l| l.count);
+        let count = |batch: &ClickBatch, id| {
+            batch
+                .links
+                .iter()
+                .find(|l| l.link_id == id)
+                .map(|l| l.count)
+        };
         assert_eq!((count(&batch, a), count(&batch, b)), (Some(3), Some(1)));
 
         counter.record(a, ws, click);

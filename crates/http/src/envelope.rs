@@ -15,5 +15,10 @@ struct Envelope<T> {
 
 /// A 200 response with `data` in the envelope.
 pub fn ok<T: Serialize>(data: T) -> HttpResponse {
-    HttpResponse::Ok().json(Envelope { status: "success", success: true, status_code: 200, data })
+    HttpResponse::Ok().json(Envelope {
+        status: "success",
+        success: true,
+        status_code: 200,
+        data,
+    })
 }

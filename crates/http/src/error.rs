@@ -23,7 +23,10 @@ pub struct FieldError {
 impl FieldError {
     /// An error on `field`.
     pub fn new(field: impl Into<String>, message: impl ToString) -> Self {
-        Self { field: field.into(), message: message.to_string() }
+        Self {
+            field: field.into(),
+            message: message.to_string(),
+        }
     }
 }
 
@@ -71,12 +74,18 @@ impl ApiError {
     /// A validation error on a single field, whose message is also the summary.
     pub fn field(field: impl Into<String>, message: impl ToString) -> Self {
         let detail = FieldError::new(field, message);
-        ApiError::Validation { message: detail.message.clone(), details: vec![detail] }
+        ApiError::Validation {
+            message: detail.message.clone(),
+            details: vec![detail],
+        }
     }
 
     /// A validation error about the request as a whole (no field to name).
     pub fn invalid(message: impl ToString) -> Self {
-        ApiError::Validation { message: message.to_string(), details: Vec::new() }
+        ApiError::Validation {
+            message: message.to_string(),
+            details: Vec::new(),
+        }
     }
 
     /// The table. Exhaustive, no wildcard: a new variant does not compile without a decision.
@@ -102,7 +111,11 @@ impl ApiError {
             ApiError::Validation { details, .. } if !details.is_empty() => Some(details.clone()),
             _ => None,
         };
-        ErrorBody { code, message: self.to_string(), details }
+        ErrorBody {
+            code,
+            message: self.to_string(),
+            details,
+        }
     }
 }
 
@@ -141,7 +154,8 @@ impl ResponseError for ApiError {
         let mut response = HttpResponse::build(status);
         match self {
             ApiError::Unauthorized => {
-                response.insert_header((header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer")));
+                response
+                    .insert_header((header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer")));
             }
             ApiError::RateLimited { retry_after } => {
                 response.insert_header((header::RETRY_AFTER, retry_after.to_string()));
@@ -175,13 +189,18 @@ impl From<validator::ValidationErrors> for ApiError {
             .into_iter()
             .flat_map(|(field, errs)| {
                 errs.iter().map(move |e| {
-                    let message = e.message.as_ref().map_or_else(|| format!("{field} is invalid"), |m| m.to_string());
+                    let message = e
+                        .message
+                        .as_ref()
+                        .map_or_else(|| format!("{field} is invalid"), |m| m.to_string());
                     FieldError::new(field.to_string(), message)
                 })
             })
             .collect();
         details.sort_by(|a, b| a.field.cmp(&b.field));
-        let message = details.first().map_or_else(|| "invalid input".to_owned(), |d| d.message.clone());
+        let message = details
+            .first()
+            .map_or_else(|| "invalid input".to_owned(), |d| d.message.clone());
         ApiError::Validation { message, details }
     }
 }

@@ -85,13 +85,24 @@ where
         if field.is_empty() {
             ApiError::invalid(message)
         } else {
-            ApiError::Validation { message: message.clone(), details: vec![FieldError::new(field, message)] }
+            ApiError::Validation {
+                message: message.clone(),
+                details: vec![FieldError::new(field, message)],
+            }
         }
     })
 }
 
+/// `path.field`, unless the path already ends at the field (serde_path_to_error includes an
+/// unknown field in the path, but not a missing one).
 fn join(path: &str, field: &str) -> String {
-    if path == "." { field.to_owned() } else { format!("{path}.{field}") }
+    if path == "." || path == field {
+        field.to_owned()
+    } else if path.ends_with(&format!(".{field}")) {
+        path.to_owned()
+    } else {
+        format!("{path}.{field}")
+    }
 }
 
 /// serde's message without the "at line 1 column 7" suffix, which means nothing to a client
@@ -139,7 +150,9 @@ impl<T: DeserializeOwned> FromRequest for QueryParams<T> {
 
 fn parse_query<T: DeserializeOwned>(query: &str) -> Result<T, ApiError> {
     let pairs = form_urlencoded::parse(query.as_bytes());
-    deserialize(serde_urlencoded::Deserializer::new(pairs), |e| e.to_string())
+    deserialize(serde_urlencoded::Deserializer::new(pairs), |e| {
+        e.to_string()
+    })
 }
 
 #[cfg(test)]
@@ -170,9 +183,12 @@ mod tests {
         assert_eq!(details(e), vec!["destination"]);
         let e = parse_json::<Item>(br#"{"destination":5}"#).unwrap_err();
         assert_eq!(details(e), vec!["destination"]);
-        let e = parse_json::<Vec<Item>>(br#"[{"destination":"x"},{"destination":"y","nope":1}]"#).unwrap_err();
+        let e = parse_json::<Vec<Item>>(br#"[{"destination":"x"},{"destination":"y","nope":1}]"#)
+            .unwrap_err();
         assert_eq!(details(e), vec!["[1].nope"]);
         let e = parse_json::<Item>(b"{not json").unwrap_err();
-        assert!(matches!(e, ApiError::Validation { ref message, .. } if message == "request body is not valid JSON"));
+        assert!(
+            matches!(e, ApiError::Validation { ref message, .. } if message == "request body is not valid JSON")
+        );
     }
 }

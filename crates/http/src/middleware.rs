@@ -19,10 +19,13 @@ pub const X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 fn request_id(req: &ServiceRequest) -> HeaderValue {
     req.headers()
         .get(&X_REQUEST_ID)
-        .filter(|v| !v.is_empty() && v.len() <= 128 && v.as_bytes().iter().all(|b| b.is_ascii_graphic()))
+        .filter(|v| {
+            !v.is_empty() && v.len() <= 128 && v.as_bytes().iter().all(|b| b.is_ascii_graphic())
+        })
         .cloned()
         .unwrap_or_else(|| {
-            HeaderValue::from_str(&ulid::Ulid::new().to_string()).unwrap_or(HeaderValue::from_static("-"))
+            HeaderValue::from_str(&ulid::Ulid::new().to_string())
+                .unwrap_or(HeaderValue::from_static("-"))
         })
 }
 
@@ -44,7 +47,10 @@ pub async fn request_context(
     let headers = res.headers_mut();
     if let Some(d) = decision {
         headers.insert(HeaderName::from_static("ratelimit-limit"), d.limit.into());
-        headers.insert(HeaderName::from_static("ratelimit-remaining"), d.remaining.into());
+        headers.insert(
+            HeaderName::from_static("ratelimit-remaining"),
+            d.remaining.into(),
+        );
         headers.insert(HeaderName::from_static("ratelimit-reset"), d.reset.into());
     }
     headers.insert(X_REQUEST_ID, id);

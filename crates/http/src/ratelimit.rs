@@ -92,7 +92,13 @@ impl RateLimiter for LocalRateLimiter {
                 let used = per_second.saturating_sub(remaining);
                 // Each used cell is restored after 1/rate seconds.
                 let reset = ceil_secs(Duration::from_secs(u64::from(used)) / per_second);
-                Decision { allowed: true, limit: per_second, remaining, reset, retry_after: 0 }
+                Decision {
+                    allowed: true,
+                    limit: per_second,
+                    remaining,
+                    reset,
+                    retry_after: 0,
+                }
             }
             Err(not_until) => {
                 let wait = not_until.wait_time_from(self.clock.now());
@@ -145,7 +151,9 @@ impl AuthFailureGuard {
 
     /// Records a failure; returns the wait in seconds when this one went over the budget.
     pub fn record_failure(&self, addr: IpAddr) -> Option<u64> {
-        let Err(not_until) = self.failures.check_key(&addr) else { return None };
+        let Err(not_until) = self.failures.check_key(&addr) else {
+            return None;
+        };
         let wait = not_until.wait_time_from(self.clock.now());
         self.blocked.insert(addr, std::time::Instant::now() + wait);
         Some(ceil_secs(wait).max(1))
@@ -179,7 +187,10 @@ mod tests {
         let refused = check(&limiter, a, 10);
         assert!(!refused.allowed);
         assert_eq!(refused.retry_after, 1);
-        assert!(check(&limiter, b, 10).allowed, "another workspace has its own budget");
+        assert!(
+            check(&limiter, b, 10).allowed,
+            "another workspace has its own budget"
+        );
     }
 
     #[test]

@@ -42,7 +42,12 @@ pub struct AppState {
 
 impl AppState {
     /// State with the in-process rate limiter and caches.
-    pub fn new(store: Store, settings: HttpSettings, clicks: Arc<ClickCounter>, webhooks: WakeHandle) -> Self {
+    pub fn new(
+        store: Store,
+        settings: HttpSettings,
+        clicks: Arc<ClickCounter>,
+        webhooks: WakeHandle,
+    ) -> Self {
         Self {
             store,
             settings,

@@ -10,7 +10,8 @@ use crate::state::AppState;
 
 /// The two probes.
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.route("/healthz", web::get().to(healthz)).route("/readyz", web::get().to(readyz));
+    cfg.route("/healthz", web::get().to(healthz))
+        .route("/readyz", web::get().to(readyz));
 }
 
 async fn healthz() -> HttpResponse {

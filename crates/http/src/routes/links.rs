@@ -89,7 +89,11 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
 }
 
 /// Validates a creation request into a [`NewLink`], reporting every bad field at once.
-fn validate(state: &AppState, auth: &Authenticated, req: CreateLinkRequest) -> Result<NewLink, ApiError> {
+fn validate(
+    state: &AppState,
+    auth: &Authenticated,
+    req: CreateLinkRequest,
+) -> Result<NewLink, ApiError> {
     let destination = Destination::parse(&req.destination, state.base())
         .map_err(|e| FieldError::new("destination", e));
     let slug = req
@@ -108,15 +112,27 @@ fn validate(state: &AppState, auth: &Authenticated, req: CreateLinkRequest) -> R
             created_at: Timestamp::now(),
         }),
         (destination, slug) => {
-            let details: Vec<FieldError> = [destination.err(), slug.err()].into_iter().flatten().collect();
-            Err(ApiError::Validation { message: details[0].message.clone(), details })
+            let details: Vec<FieldError> = [destination.err(), slug.err()]
+                .into_iter()
+                .flatten()
+                .collect();
+            Err(ApiError::Validation {
+                message: details[0].message.clone(),
+                details,
+            })
         }
     }
 }
 
 /// Stores links and tells the caches and the webhook worker; outcomes in input order.
-async fn store_links(state: &AppState, links: Vec<NewLink>) -> Result<Vec<Result<LinkView, ApiError>>, ApiError> {
-    let slugs: Vec<Option<String>> = links.iter().map(|l| l.slug.as_ref().map(Slug::to_string)).collect();
+async fn store_links(
+    state: &AppState,
+    links: Vec<NewLink>,
+) -> Result<Vec<Result<LinkView, ApiError>>, ApiError> {
+    let slugs: Vec<Option<String>> = links
+        .iter()
+        .map(|l| l.slug.as_ref().map(Slug::to_string))
+        .collect();
     let outcomes = state.store.create_links(links, state.base()).await?;
     state.webhooks.wake();
     Ok(outcomes
@@ -139,7 +155,9 @@ async fn create(
 ) -> Result<HttpResponse, ApiError> {
     let link = validate(&state, &auth, body)?;
     let mut results = store_links(&state, vec![link]).await?;
-    let created = results.pop().ok_or_else(|| ApiError::Internal("no outcome for a created link".into()))?;
+    let created = results
+        .pop()
+        .ok_or_else(|| ApiError::Internal("no outcome for a created link".into()))?;
     Ok(ok(created?))
 }
 
@@ -149,7 +167,9 @@ async fn bulk(
     JsonBody(items): JsonBody<Vec<serde_json::Value>>,
 ) -> Result<HttpResponse, ApiError> {
     if items.is_empty() || items.len() > MAX_BULK {
-        return Err(ApiError::invalid(format!("a bulk request must hold 1 to {MAX_BULK} links")));
+        return Err(ApiError::invalid(format!(
+            "a bulk request must hold 1 to {MAX_BULK} links"
+        )));
     }
     // Each item is parsed and validated on its own; only valid ones reach the database.
     let mut results: Vec<Option<Result<LinkView, ApiError>>> = Vec::with_capacity(items.len());
@@ -174,9 +194,21 @@ async fn bulk(
         .into_iter()
         .enumerate()
         .map(|(index, result)| match result {
-            Some(Ok(link)) => BulkItem { index, link: Some(link), error: None },
-            Some(Err(e)) => BulkItem { index, link: None, error: Some(e.body()) },
-            None => BulkItem { index, link: None, error: Some(ApiError::Internal(String::new()).body()) },
+            Some(Ok(link)) => BulkItem {
+                index,
+                link: Some(link),
+                error: None,
+            },
+            Some(Err(e)) => BulkItem {
+                index,
+                link: None,
+                error: Some(e.body()),
+            },
+            None => BulkItem {
+                index,
+                link: None,
+                error: Some(ApiError::Internal(String::new()).body()),
+            },
         })
         .collect();
     Ok(ok(items))
@@ -192,17 +224,31 @@ async fn list(
     let before = query
         .cursor
         .as_deref()
-        .map(|c| LinkId::parse(c).map_err(|_| ApiError::field("cursor", "cursor is not one this service issued")))
+        .map(|c| {
+            LinkId::parse(c)
+                .map_err(|_| ApiError::field("cursor", "cursor is not one this service issued"))
+        })
         .transpose()?;
-    let mut links = state.store.list_links(auth.workspace.id, limit + 1, before).await?;
+    let mut links = state
+        .store
+        .list_links(auth.workspace.id, limit + 1, before)
+        .await?;
     let more = links.len() as i64 > limit;
     links.truncate(limit as usize);
-    let next_cursor = if more { links.last().map(|l| l.id.to_string()) } else { None };
+    let next_cursor = if more {
+        links.last().map(|l| l.id.to_string())
+    } else {
+        None
+    };
     let items = links.iter().map(|l| l.view(state.base())).collect();
     Ok(ok(LinkPage { items, next_cursor }))
 }
 
-async fn get(state: Data<AppState>, auth: Authenticated, path: Path<String>) -> Result<HttpResponse, ApiError> {
+async fn get(
+    state: Data<AppState>,
+    auth: Authenticated,
+    path: Path<String>,
+) -> Result<HttpResponse, ApiError> {
     let link = state
         .store
         .get_link(auth.workspace.id, &LinkRef::parse(&path), state.domain())
@@ -217,18 +263,27 @@ async fn update(
     path: Path<String>,
     JsonBody(body): JsonBody<UpdateLinkRequest>,
 ) -> Result<HttpResponse, ApiError> {
-    let destination =
-        Destination::parse(&body.destination, state.base()).map_err(|e| ApiError::field("destination", e))?;
+    let destination = Destination::parse(&body.destination, state.base())
+        .map_err(|e| ApiError::field("destination", e))?;
     let link = state
         .store
-        .update_destination(auth.workspace.id, &LinkRef::parse(&path), state.domain(), &destination)
+        .update_destination(
+            auth.workspace.id,
+            &LinkRef::parse(&path),
+            state.domain(),
+            &destination,
+        )
         .await?
         .ok_or(ApiError::NotFound("link"))?;
     state.links.invalidate(link.short_code.as_str());
     Ok(ok(link.view(state.base())))
 }
 
-async fn delete(state: Data<AppState>, auth: Authenticated, path: Path<String>) -> Result<HttpResponse, ApiError> {
+async fn delete(
+    state: Data<AppState>,
+    auth: Authenticated,
+    path: Path<String>,
+) -> Result<HttpResponse, ApiError> {
     let link = state
         .store
         .delete_link(auth.workspace.id, &LinkRef::parse(&path), state.domain())

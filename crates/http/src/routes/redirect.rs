@@ -37,19 +37,28 @@ pub fn not_found_page() -> HttpResponse {
         .body(NOT_FOUND_PAGE)
 }
 
-async fn redirect(state: Data<AppState>, req: HttpRequest, code: Path<String>) -> Result<HttpResponse, ApiError> {
+async fn redirect(
+    state: Data<AppState>,
+    req: HttpRequest,
+    code: Path<String>,
+) -> Result<HttpResponse, ApiError> {
     let Some(target) = find(&state, &code).await? else {
         return Ok(not_found_page());
     };
     if req.method() == Method::GET && !is_bot(&req) {
-        state.clicks.record(target.link_id, target.workspace_id, || ClickInfo {
-            timestamp: Timestamp::now(),
-            referrer: header_text(&req, header::REFERER),
-            user_agent: header_text(&req, header::USER_AGENT),
-        });
+        state
+            .clicks
+            .record(target.link_id, target.workspace_id, || ClickInfo {
+                timestamp: Timestamp::now(),
+                referrer: header_text(&req, header::REFERER),
+                user_agent: header_text(&req, header::USER_AGENT),
+            });
     }
     Ok(HttpResponse::Found()
-        .insert_header((header::LOCATION, target.destination.with_query(req.query_string())))
+        .insert_header((
+            header::LOCATION,
+            target.destination.with_query(req.query_string()),
+        ))
         .insert_header((header::CACHE_CONTROL, "private, no-cache"))
         .finish())
 }

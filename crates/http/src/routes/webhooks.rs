@@ -112,7 +112,10 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
 
 fn parse_events(events: &[String]) -> Result<Vec<EventKind>, FieldError> {
     if events.is_empty() {
-        return Err(FieldError::new("events", "events must name at least one of link.created, link.clicked"));
+        return Err(FieldError::new(
+            "events",
+            "events must name at least one of link.created, link.clicked",
+        ));
     }
     let mut kinds = events
         .iter()
@@ -129,14 +132,20 @@ async fn create(
     auth: Authenticated,
     JsonBody(body): JsonBody<CreateWebhookRequest>,
 ) -> Result<HttpResponse, ApiError> {
-    let target = WebhookTarget::parse(&body.target_url, state.settings.webhook_allow_private_targets)
-        .map_err(|e| FieldError::new("targetUrl", e));
+    let target = WebhookTarget::parse(
+        &body.target_url,
+        state.settings.webhook_allow_private_targets,
+    )
+    .map_err(|e| FieldError::new("targetUrl", e));
     let events = parse_events(&body.events);
     let (target, events) = match (target, events) {
         (Ok(t), Ok(e)) => (t, e),
         (t, e) => {
             let details: Vec<FieldError> = [t.err(), e.err()].into_iter().flatten().collect();
-            return Err(ApiError::Validation { message: details[0].message.clone(), details });
+            return Err(ApiError::Validation {
+                message: details[0].message.clone(),
+                details,
+            });
         }
     };
     let hook = Webhook {
@@ -155,7 +164,10 @@ async fn create(
 
 async fn list(state: Data<AppState>, auth: Authenticated) -> Result<HttpResponse, ApiError> {
     let hooks = state.store.list_webhooks(auth.workspace.id).await?;
-    Ok(ok(hooks.iter().map(|h| WebhookView::new(h, false)).collect::<Vec<_>>()))
+    Ok(ok(hooks
+        .iter()
+        .map(|h| WebhookView::new(h, false))
+        .collect::<Vec<_>>()))
 }
 
 fn webhook_id(path: &str) -> Result<WebhookId, ApiError> {
@@ -163,7 +175,11 @@ fn webhook_id(path: &str) -> Result<WebhookId, ApiError> {
     WebhookId::parse(path).map_err(|_| ApiError::NotFound("webhook"))
 }
 
-async fn get(state: Data<AppState>, auth: Authenticated, path: Path<String>) -> Result<HttpResponse, ApiError> {
+async fn get(
+    state: Data<AppState>,
+    auth: Authenticated,
+    path: Path<String>,
+) -> Result<HttpResponse, ApiError> {
     let hook = state
         .store
         .get_webhook(auth.workspace.id, webhook_id(&path)?)
@@ -172,20 +188,35 @@ async fn get(state: Data<AppState>, auth: Authenticated, path: Path<String>) -> 
     Ok(ok(WebhookView::new(&hook, false)))
 }
 
-async fn delete(state: Data<AppState>, auth: Authenticated, path: Path<String>) -> Result<HttpResponse, ApiError> {
+async fn delete(
+    state: Data<AppState>,
+    auth: Authenticated,
+    path: Path<String>,
+) -> Result<HttpResponse, ApiError> {
     let id = webhook_id(&path)?;
-    let hook = state.store.get_webhook(auth.workspace.id, id).await?.ok_or(ApiError::NotFound("webhook"))?;
+    let hook = state
+        .store
+        .get_webhook(auth.workspace.id, id)
+        .await?
+        .ok_or(ApiError::NotFound("webhook"))?;
     if !state.store.delete_webhook(auth.workspace.id, id).await? {
         return Err(ApiError::NotFound("webhook"));
     }
     Ok(ok(WebhookView::new(&hook, false)))
 }
 
-async fn deliveries(state: Data<AppState>, auth: Authenticated, path: Path<String>) -> Result<HttpResponse, ApiError> {
+async fn deliveries(
+    state: Data<AppState>,
+    auth: Authenticated,
+    path: Path<String>,
+) -> Result<HttpResponse, ApiError> {
     let list = state
         .store
         .list_deliveries(auth.workspace.id, webhook_id(&path)?, DELIVERIES_LISTED)
         .await?
         .ok_or(ApiError::NotFound("webhook"))?;
-    Ok(ok(list.into_iter().map(DeliveryView::from).collect::<Vec<_>>()))
+    Ok(ok(list
+        .into_iter()
+        .map(DeliveryView::from)
+        .collect::<Vec<_>>()))
 }
