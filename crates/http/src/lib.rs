@@ -36,6 +36,7 @@ pub fn configure(cfg: &mut web::ServiceConfig, state: Data<AppState>) {
             web::scope("/api/v1")
                 .wrap(actix_middleware::DefaultHeaders::new().add(("Cache-Control", "no-store")))
                 .configure(routes::links::configure)
+                .configure(routes::qr::configure)
                 .configure(routes::webhooks::configure)
                 .default_service(web::to(api_not_found)),
         )

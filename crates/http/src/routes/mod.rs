@@ -2,5 +2,6 @@
 
 pub mod health;
 pub mod links;
+pub mod qr;
 pub mod redirect;
 pub mod webhooks;

@@ -1,0 +1,182 @@
+//! `GET /api/v1/qr`: a link's QR code as SVG or PNG (or, with `Accept: application/json`, the
+//! Link with the image as a data URI).
+
+use actix_web::http::header::{self, HeaderValue};
+use actix_web::web::Data;
+use actix_web::{HttpRequest, HttpResponse, web};
+use base64::Engine;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use shortlink_domain::{LinkRef, LinkView};
+use shortlink_qr::{Color, Level, Options, QrError};
+
+use crate::auth::Authenticated;
+use crate::envelope::ok;
+use crate::error::ApiError;
+use crate::extract::QueryParams;
+use crate::state::AppState;
+
+/// A short URL never changes, so neither does its image for the same options; private because
+/// the request is authenticated.
+const CACHE_CONTROL: &str = "private, max-age=86400";
+
+/// The query, every parameter as text so each is checked (and named) on its own.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct QrQuery {
+    short_code: Option<String>,
+    format: Option<String>,
+    size: Option<String>,
+    margin: Option<String>,
+    level: Option<String>,
+    fg: Option<String>,
+    bg: Option<String>,
+}
+
+/// The JSON answer: the Link and its image.
+#[derive(Debug, Serialize)]
+pub struct QrView {
+    #[serde(flatten)]
+    link: LinkView,
+    qr: String,
+}
+
+/// The route.
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.service(
+        web::resource("/qr")
+            .route(web::get().to(qr))
+            .default_service(web::to(crate::method_not_allowed)),
+    );
+}
+
+fn parse<T: std::str::FromStr>(
+    name: &str,
+    value: Option<&str>,
+    default: T,
+    expected: &str,
+) -> Result<T, ApiError> {
+    match value {
+        None => Ok(default),
+        Some(v) => v
+            .parse()
+            .map_err(|_| ApiError::field(name, format!("{name} must be {expected}"))),
+    }
+}
+
+fn options(q: &QrQuery) -> Result<Options, ApiError> {
+    let d = Options::default();
+    let size_range = format!(
+        "an integer from {} to {}",
+        shortlink_qr::MIN_SIZE,
+        shortlink_qr::MAX_SIZE
+    );
+    let margin_range = format!("an integer from 0 to {}", shortlink_qr::MAX_MARGIN);
+    let opts = Options {
+        format: parse("format", q.format.as_deref(), d.format, "svg or png")?,
+        size: parse("size", q.size.as_deref(), d.size, &size_range)?,
+        margin: parse("margin", q.margin.as_deref(), d.margin, &margin_range)?,
+        level: parse::<Level>("level", q.level.as_deref(), d.level, "one of L, M, Q, H")?,
+        fg: parse::<Color>("fg", q.fg.as_deref(), d.fg, "a colour of the form #rrggbb")?,
+        bg: parse::<Color>("bg", q.bg.as_deref(), d.bg, "a colour of the form #rrggbb")?,
+    };
+    opts.validate().map_err(|e| qr_error(&e))?;
+    Ok(opts)
+}
+
+/// Every QR error names the parameter to change; only an encoder failure is ours.
+fn qr_error(e: &QrError) -> ApiError {
+    match e {
+        QrError::SizeOutOfRange { .. } | QrError::TooSmall { .. } => ApiError::field("size", e),
+        QrError::MarginOutOfRange { .. } => ApiError::field("margin", e),
+        QrError::DataTooLong { .. } => ApiError::field("level", e),
+        QrError::Encode(_) => ApiError::Internal(e.to_string()),
+    }
+}
+
+/// A strong validator of the image: the encoded text and every option.
+fn etag(text: &str, o: &Options) -> String {
+    let key = format!(
+        "{text}\n{}\n{}\n{}\n{}\n{}\n{}\n{}",
+        o.format,
+        o.size,
+        o.margin,
+        o.level,
+        o.fg,
+        o.bg,
+        env!("CARGO_PKG_VERSION")
+    );
+    let digest = Sha256::digest(key.as_bytes());
+    let hex: String = digest.iter().take(16).map(|b| format!("{b:02x}")).collect();
+    format!("\"{hex}\"")
+}
+
+fn wants_json(req: &HttpRequest) -> bool {
+    req.headers()
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            v.split(',')
+                .any(|t| t.trim().starts_with("application/json"))
+        })
+}
+
+fn matches_etag(req: &HttpRequest, tag: &str) -> bool {
+    req.headers()
+        .get(header::IF_NONE_MATCH)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.split(',').any(|t| t.trim() == tag || t.trim() == "*"))
+}
+
+async fn qr(
+    state: Data<AppState>,
+    auth: Authenticated,
+    req: HttpRequest,
+    QueryParams(query): QueryParams<QrQuery>,
+) -> Result<HttpResponse, ApiError> {
+    let code = query
+        .short_code
+        .as_deref()
+        .filter(|c| !c.is_empty())
+        .ok_or_else(|| {
+            ApiError::field(
+                "shortCode",
+                "shortCode is required: a link's short code or id",
+            )
+        })?;
+    let opts = options(&query)?;
+    let link = state
+        .store
+        .get_link(auth.workspace.id, &LinkRef::parse(code), state.domain())
+        .await?
+        .ok_or(ApiError::NotFound("link"))?;
+    let view = link.view(state.base());
+    let json = wants_json(&req);
+    let tag = etag(&view.short_url, &opts);
+    if !json && matches_etag(&req, &tag) {
+        return Ok(HttpResponse::NotModified()
+            .insert_header((header::ETAG, tag))
+            .insert_header((header::CACHE_CONTROL, CACHE_CONTROL))
+            .finish());
+    }
+    let text = view.short_url.clone();
+    // A 4096-pixel PNG takes milliseconds: off the request thread.
+    let image = web::block(move || shortlink_qr::render(&text, &opts))
+        .await
+        .map_err(|e| ApiError::Internal(e.to_string()))?
+        .map_err(|e| qr_error(&e))?;
+    let content_type = opts.format.content_type();
+    if json {
+        let qr = format!(
+            "data:{content_type};base64,{}",
+            base64::engine::general_purpose::STANDARD.encode(&image)
+        );
+        return Ok(ok(QrView { link: view, qr }));
+    }
+    Ok(HttpResponse::Ok()
+        .insert_header((header::CONTENT_TYPE, HeaderValue::from_static(content_type)))
+        .insert_header((header::ETAG, tag))
+        // Overrides the API scope's `no-store`: images may be cached.
+        .insert_header((header::CACHE_CONTROL, CACHE_CONTROL))
+        .body(image))
+}
