@@ -50,6 +50,20 @@ impl fmt::Display for EventKind {
     }
 }
 
+#[cfg(feature = "openapi")]
+impl utoipa::PartialSchema for EventKind {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        utoipa::openapi::schema::ObjectBuilder::new()
+            .schema_type(utoipa::openapi::schema::Type::String)
+            .enum_values(Some(EventKind::ALL.map(EventKind::as_str)))
+            .description(Some("An event kind."))
+            .into()
+    }
+}
+
+#[cfg(feature = "openapi")]
+impl utoipa::ToSchema for EventKind {}
+
 impl Serialize for EventKind {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(self.as_str())
@@ -58,6 +72,7 @@ impl Serialize for EventKind {
 
 /// What is known of one click, as sent in `link.clicked`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ClickInfo {
     /// When the redirect was answered.

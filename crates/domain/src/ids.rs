@@ -79,6 +79,20 @@ macro_rules! prefixed_id {
             }
         }
 
+        #[cfg(feature = "openapi")]
+        impl utoipa::PartialSchema for $name {
+            fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+                crate::openapi::string_schema(
+                    concat!("`", $prefix, "` followed by a 26-character ULID."),
+                    Some(concat!("^", $prefix, "[0-9A-HJKMNP-TV-Z]{26}$")),
+                    None,
+                )
+            }
+        }
+
+        #[cfg(feature = "openapi")]
+        impl utoipa::ToSchema for $name {}
+
         impl<'de> Deserialize<'de> for $name {
             fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
                 let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;

@@ -6,6 +6,8 @@ mod destination;
 mod event;
 mod ids;
 mod link;
+#[cfg(feature = "openapi")]
+mod openapi;
 mod ports;
 mod slug;
 mod timestamp;

@@ -60,19 +60,34 @@ impl Link {
 
 /// The Link resource of the API: a superset of every shape the API document shows.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct LinkView {
     /// `link_<ulid>`.
     pub id: LinkId,
     /// `host[:port]` of the short URL.
+    #[cfg_attr(feature = "openapi", schema(example = "sho.rt"))]
     pub domain: String,
     /// The slug.
+    #[cfg_attr(
+        feature = "openapi",
+        schema(example = "x7Kp2Qa", pattern = "^[A-Za-z0-9_-]{1,64}$")
+    )]
     pub short_code: String,
     /// `<base-url>/<shortCode>`.
+    #[cfg_attr(
+        feature = "openapi",
+        schema(format = "uri", example = "https://sho.rt/x7Kp2Qa")
+    )]
     pub short_url: String,
     /// Where the redirect goes.
+    #[cfg_attr(
+        feature = "openapi",
+        schema(format = "uri", example = "https://example.com/page?a=1")
+    )]
     pub destination: String,
     /// Counted redirects.
+    #[cfg_attr(feature = "openapi", schema(minimum = 0))]
     pub clicks: i64,
     /// RFC 3339 UTC with milliseconds.
     pub created_at: Timestamp,

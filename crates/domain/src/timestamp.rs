@@ -67,6 +67,20 @@ impl Serialize for Timestamp {
     }
 }
 
+#[cfg(feature = "openapi")]
+impl utoipa::PartialSchema for Timestamp {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        crate::openapi::string_schema(
+            "RFC 3339 UTC instant with exactly three fractional digits, e.g. 2026-11-21T23:02:32.123Z.",
+            Some(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$"),
+            Some(utoipa::openapi::schema::KnownFormat::DateTime),
+        )
+    }
+}
+
+#[cfg(feature = "openapi")]
+impl utoipa::ToSchema for Timestamp {}
+
 #[cfg(test)]
 mod tests {
     use super::*;

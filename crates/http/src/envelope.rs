@@ -4,12 +4,19 @@
 use actix_web::HttpResponse;
 use serde::Serialize;
 
-#[derive(Serialize)]
+/// The success envelope, generic over its `data`.
+#[derive(Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
-struct Envelope<T> {
+pub struct Envelope<T> {
+    /// Always `success`.
+    #[schema(value_type = String, pattern = "^success$", example = "success")]
     status: &'static str,
+    /// Always true.
     success: bool,
+    /// Always 200, the HTTP status.
+    #[schema(example = 200)]
     status_code: u16,
+    /// The payload.
     data: T,
 }
 

@@ -12,7 +12,7 @@ use serde::Serialize;
 use shortlink_storage::StorageError;
 
 /// One invalid field of a request.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct FieldError {
     /// The field or parameter, e.g. `destination`, `[3].customSlug`, `limit`.
     pub field: String,
@@ -120,9 +120,10 @@ impl ApiError {
 }
 
 /// The `error` member of the envelope.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct ErrorBody {
     /// Machine-readable code.
+    #[schema(value_type = String, pattern = "^[A-Z_]+$", example = "VALIDATION_FAILED")]
     pub code: &'static str,
     /// Human-readable text.
     pub message: String,
@@ -131,12 +132,19 @@ pub struct ErrorBody {
     pub details: Option<Vec<FieldError>>,
 }
 
-#[derive(Serialize)]
+/// The error envelope.
+#[derive(Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
-struct ErrorEnvelope {
+pub struct ErrorEnvelope {
+    /// Always `error`.
+    #[schema(value_type = String, pattern = "^error$", example = "error")]
     status: &'static str,
+    /// Always false.
     success: bool,
+    /// The HTTP status.
+    #[schema(example = 400)]
     status_code: u16,
+    /// What went wrong.
     error: ErrorBody,
 }
 

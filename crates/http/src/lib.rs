@@ -7,6 +7,7 @@ pub mod envelope;
 pub mod error;
 pub mod extract;
 pub mod middleware;
+pub mod openapi;
 pub mod ratelimit;
 pub mod routes;
 pub mod state;
@@ -32,8 +33,10 @@ pub fn configure(cfg: &mut web::ServiceConfig, state: Data<AppState>) {
         .app_data(web::PayloadConfig::new(extract::MAX_BODY_BYTES))
         .app_data(web::PathConfig::default().error_handler(|e, _| ApiError::invalid(e).into()))
         .configure(routes::health::configure)
+        .configure(openapi::configure_page)
         .service(
             web::scope("/api/v1")
+                .configure(openapi::configure_document)
                 .wrap(actix_middleware::DefaultHeaders::new().add(("Cache-Control", "no-store")))
                 .configure(routes::links::configure)
                 .configure(routes::qr::configure)

@@ -5,11 +5,12 @@ use actix_web::{HttpResponse, web};
 use serde::{Deserialize, Serialize};
 use shortlink_domain::{Destination, LinkId, LinkRef, LinkView, Slug, Timestamp};
 use shortlink_storage::{CreateOutcome, NewLink};
+use utoipa::{IntoParams, PartialSchema, ToSchema};
 use validator::Validate;
 
 use crate::auth::Authenticated;
-use crate::envelope::ok;
-use crate::error::{ApiError, ErrorBody, FieldError};
+use crate::envelope::{Envelope, ok};
+use crate::error::{ApiError, ErrorBody, ErrorEnvelope, FieldError};
 use crate::extract::{JsonBody, QueryParams, parse_value};
 use crate::state::AppState;
 
@@ -17,37 +18,73 @@ use crate::state::AppState;
 pub const MAX_BULK: usize = 100;
 
 /// The body of POST `/links` and of each bulk item.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct CreateLinkRequest {
-    /// Absolute http(s) URL.
+    /// Absolute http(s) URL, at most 8192 characters, without credentials or whitespace.
+    #[schema(
+        format = "uri",
+        max_length = 8192,
+        example = "https://example.com/page?a=1"
+    )]
     pub destination: String,
-    /// Optional slug.
+    /// Optional slug: 1 to 64 of `[A-Za-z0-9_-]`, case-sensitive, not reserved. Generated
+    /// (7 base62 characters) when absent.
     #[serde(default)]
+    #[schema(pattern = "^[A-Za-z0-9_-]{1,64}$", example = "spring-sale")]
     pub custom_slug: Option<String>,
 }
 
+/// The body of POST `/links/bulk`: 1 to [`MAX_BULK`] creation requests. Documentation only: the
+/// handler reads the items one by one so each can fail on its own.
+pub struct BulkRequest;
+
+impl utoipa::PartialSchema for BulkRequest {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        utoipa::openapi::schema::ArrayBuilder::new()
+            .items(utoipa::openapi::Ref::from_schema_name("CreateLinkRequest"))
+            .min_items(Some(1))
+            .max_items(Some(MAX_BULK))
+            .into()
+    }
+}
+
+impl ToSchema for BulkRequest {
+    fn schemas(
+        schemas: &mut Vec<(
+            String,
+            utoipa::openapi::RefOr<utoipa::openapi::schema::Schema>,
+        )>,
+    ) {
+        schemas.push(("CreateLinkRequest".into(), CreateLinkRequest::schema()));
+    }
+}
+
 /// The body of PATCH `/links/{idOrShortCode}`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct UpdateLinkRequest {
     /// The new destination.
+    #[schema(format = "uri", max_length = 8192, example = "https://example.com/new")]
     pub destination: String,
 }
 
 /// The query of GET `/links`.
-#[derive(Debug, Deserialize, Validate)]
+#[derive(Debug, Deserialize, Validate, IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct ListQuery {
-    /// Page size.
+    /// Page size, 1 to 100 (default 20).
     #[validate(range(min = 1, max = 100, message = "limit must be between 1 and 100"))]
+    #[param(minimum = 1, maximum = 100)]
     pub limit: Option<i64>,
     /// `nextCursor` of the previous page.
+    #[param(pattern = "^link_[0-9A-HJKMNP-TV-Z]{26}$")]
     pub cursor: Option<String>,
 }
 
 /// One page of links.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct LinkPage {
     /// Newest first.
@@ -57,7 +94,7 @@ pub struct LinkPage {
 }
 
 /// One bulk result: `{"index", "link"}` or `{"index", "error"}`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct BulkItem {
     index: usize,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -148,6 +185,11 @@ async fn store_links(
         .collect())
 }
 
+#[utoipa::path(post, path = "/api/v1/links", tag = "links", request_body = CreateLinkRequest,
+    responses(
+        (status = 200, description = "The created link.", body = Envelope<LinkView>),
+        (status = 409, description = "`SLUG_CONFLICT`: the customSlug is taken.", body = ErrorEnvelope),
+    ))]
 async fn create(
     state: Data<AppState>,
     auth: Authenticated,
@@ -161,6 +203,8 @@ async fn create(
     Ok(ok(created?))
 }
 
+#[utoipa::path(post, path = "/api/v1/links/bulk", tag = "links", request_body = BulkRequest,
+    responses((status = 200, description = "One result per item, in input order.", body = Envelope<Vec<BulkItem>>)))]
 async fn bulk(
     state: Data<AppState>,
     auth: Authenticated,
@@ -214,6 +258,8 @@ async fn bulk(
     Ok(ok(items))
 }
 
+#[utoipa::path(get, path = "/api/v1/links", tag = "links", params(ListQuery),
+    responses((status = 200, description = "A page of the workspace's links, newest first.", body = Envelope<LinkPage>)))]
 async fn list(
     state: Data<AppState>,
     auth: Authenticated,
@@ -244,6 +290,8 @@ async fn list(
     Ok(ok(LinkPage { items, next_cursor }))
 }
 
+#[utoipa::path(get, path = "/api/v1/links/{link}", tag = "links", params(("link" = String, Path, description = "A link id (`link_…`) or its short code.")),
+    responses((status = 200, description = "The link.", body = Envelope<LinkView>)))]
 async fn get(
     state: Data<AppState>,
     auth: Authenticated,
@@ -257,6 +305,8 @@ async fn get(
     Ok(ok(link.view(state.base())))
 }
 
+#[utoipa::path(patch, path = "/api/v1/links/{link}", tag = "links", params(("link" = String, Path, description = "A link id (`link_…`) or its short code.")), request_body = UpdateLinkRequest,
+    responses((status = 200, description = "The changed link; the redirect follows at once.", body = Envelope<LinkView>)))]
 async fn update(
     state: Data<AppState>,
     auth: Authenticated,
@@ -279,6 +329,8 @@ async fn update(
     Ok(ok(link.view(state.base())))
 }
 
+#[utoipa::path(delete, path = "/api/v1/links/{link}", tag = "links", params(("link" = String, Path, description = "A link id (`link_…`) or its short code.")),
+    responses((status = 200, description = "The deleted link; the redirect answers 404 at once.", body = Envelope<LinkView>)))]
 async fn delete(
     state: Data<AppState>,
     auth: Authenticated,

@@ -9,9 +9,10 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use shortlink_domain::{LinkRef, LinkView};
 use shortlink_qr::{Color, Level, Options, QrError};
+use utoipa::{IntoParams, ToSchema};
 
 use crate::auth::Authenticated;
-use crate::envelope::ok;
+use crate::envelope::{Envelope, ok};
 use crate::error::ApiError;
 use crate::extract::QueryParams;
 use crate::state::AppState;
@@ -20,24 +21,42 @@ use crate::state::AppState;
 /// the request is authenticated.
 const CACHE_CONTROL: &str = "private, max-age=86400";
 
-/// The query, every parameter as text so each is checked (and named) on its own.
-#[derive(Debug, Deserialize)]
+/// The query. Every parameter is read as text so each is checked, and named, on its own; the
+/// documented types are what is accepted.
+#[derive(Debug, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[into_params(parameter_in = Query)]
 pub struct QrQuery {
+    /// The link's short code or id.
+    #[param(required = true, value_type = String, min_length = 1)]
     short_code: Option<String>,
+    /// `svg` (default) or `png`, case-insensitive.
+    #[param(value_type = Option<String>, pattern = "^(?i)(svg|png)$")]
     format: Option<String>,
+    /// Pixels across, 64 to 4096 (default 512).
+    #[param(value_type = Option<u32>, minimum = 64, maximum = 4096)]
     size: Option<String>,
+    /// Quiet zone in modules, 0 to 16 (default 4).
+    #[param(value_type = Option<u32>, minimum = 0, maximum = 16)]
     margin: Option<String>,
+    /// Error correction: `L`, `M` (default), `Q` or `H`.
+    #[param(value_type = Option<String>, pattern = "^[LMQHlmqh]$")]
     level: Option<String>,
+    /// Foreground colour `#rrggbb` (default `#000000`).
+    #[param(value_type = Option<String>, pattern = "^#[0-9A-Fa-f]{6}$")]
     fg: Option<String>,
+    /// Background colour `#rrggbb` (default `#ffffff`).
+    #[param(value_type = Option<String>, pattern = "^#[0-9A-Fa-f]{6}$")]
     bg: Option<String>,
 }
 
 /// The JSON answer: the Link and its image.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct QrView {
     #[serde(flatten)]
     link: LinkView,
+    /// `data:image/svg+xml;base64,…` or `data:image/png;base64,…`.
+    #[schema(pattern = "^data:image/(svg\\+xml|png);base64,")]
     qr: String,
 }
 
@@ -128,6 +147,16 @@ fn matches_etag(req: &HttpRequest, tag: &str) -> bool {
         .is_some_and(|v| v.split(',').any(|t| t.trim() == tag || t.trim() == "*"))
 }
 
+#[utoipa::path(get, path = "/api/v1/qr", tag = "qr", params(QrQuery),
+    responses(
+        (status = 200, description = "The QR code of the link's shortUrl, with `ETag` and `Cache-Control`.",
+            content(
+                (String = "image/svg+xml"),
+                (Vec<u8> = "image/png"),
+                (Envelope<QrView> = "application/json"),
+            )),
+        (status = 304, description = "Not modified (`If-None-Match` matched the `ETag`)."),
+    ))]
 async fn qr(
     state: Data<AppState>,
     auth: Authenticated,

@@ -6,9 +6,10 @@ use serde::{Deserialize, Serialize};
 use shortlink_domain::{
     Delivery, EventKind, Timestamp, Webhook, WebhookId, WebhookSecret, WebhookTarget,
 };
+use utoipa::ToSchema;
 
 use crate::auth::Authenticated;
-use crate::envelope::ok;
+use crate::envelope::{Envelope, ok};
 use crate::error::{ApiError, FieldError};
 use crate::extract::JsonBody;
 use crate::state::AppState;
@@ -17,17 +18,23 @@ use crate::state::AppState;
 const DELIVERIES_LISTED: i64 = 100;
 
 /// The body of POST `/webhooks`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct CreateWebhookRequest {
-    /// Where events go.
+    /// Absolute http(s) URL on a public address.
+    #[schema(
+        format = "uri",
+        max_length = 2048,
+        example = "https://hooks.example.com/shortlink"
+    )]
     pub target_url: String,
-    /// Kinds to subscribe to.
+    /// Kinds to subscribe to: `link.created`, `link.clicked`.
+    #[schema(value_type = Vec<EventKind>, min_items = 1)]
     pub events: Vec<String>,
 }
 
 /// A webhook endpoint as clients see it. `secret` only in the response to its creation.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct WebhookView {
     id: WebhookId,
@@ -37,6 +44,7 @@ pub struct WebhookView {
     consecutive_failures: i32,
     created_at: Timestamp,
     disabled_at: Option<Timestamp>,
+    /// The signing secret (`whsec_…`), only in the response to POST.
     #[serde(skip_serializing_if = "Option::is_none")]
     secret: Option<String>,
 }
@@ -57,12 +65,14 @@ impl WebhookView {
 }
 
 /// One delivery as clients see it.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DeliveryView {
     event_id: String,
     #[serde(rename = "type")]
     event_type: EventKind,
+    /// `pending`, `delivered` or `failed`.
+    #[schema(value_type = String, pattern = "^(pending|delivered|failed)$")]
     state: &'static str,
     attempts: i32,
     last_status_code: Option<i32>,
@@ -127,6 +137,8 @@ fn parse_events(events: &[String]) -> Result<Vec<EventKind>, FieldError> {
     Ok(kinds)
 }
 
+#[utoipa::path(post, path = "/api/v1/webhooks", tag = "webhooks", request_body = CreateWebhookRequest,
+    responses((status = 200, description = "The endpoint, with its signing secret (shown only here).", body = Envelope<WebhookView>)))]
 async fn create(
     state: Data<AppState>,
     auth: Authenticated,
@@ -162,6 +174,8 @@ async fn create(
     Ok(ok(WebhookView::new(&hook, true)))
 }
 
+#[utoipa::path(get, path = "/api/v1/webhooks", tag = "webhooks",
+    responses((status = 200, description = "The workspace's endpoints, newest first.", body = Envelope<Vec<WebhookView>>)))]
 async fn list(state: Data<AppState>, auth: Authenticated) -> Result<HttpResponse, ApiError> {
     let hooks = state.store.list_webhooks(auth.workspace.id).await?;
     Ok(ok(hooks
@@ -175,6 +189,8 @@ fn webhook_id(path: &str) -> Result<WebhookId, ApiError> {
     WebhookId::parse(path).map_err(|_| ApiError::NotFound("webhook"))
 }
 
+#[utoipa::path(get, path = "/api/v1/webhooks/{id}", tag = "webhooks", params(("id" = String, Path, description = "The webhook id (`wh_…`).")),
+    responses((status = 200, description = "The endpoint (without its secret).", body = Envelope<WebhookView>)))]
 async fn get(
     state: Data<AppState>,
     auth: Authenticated,
@@ -188,6 +204,8 @@ async fn get(
     Ok(ok(WebhookView::new(&hook, false)))
 }
 
+#[utoipa::path(delete, path = "/api/v1/webhooks/{id}", tag = "webhooks", params(("id" = String, Path, description = "The webhook id (`wh_…`).")),
+    responses((status = 200, description = "The deleted endpoint; its pending deliveries are dropped.", body = Envelope<WebhookView>)))]
 async fn delete(
     state: Data<AppState>,
     auth: Authenticated,
@@ -205,6 +223,8 @@ async fn delete(
     Ok(ok(WebhookView::new(&hook, false)))
 }
 
+#[utoipa::path(get, path = "/api/v1/webhooks/{id}/deliveries", tag = "webhooks", params(("id" = String, Path, description = "The webhook id (`wh_…`).")),
+    responses((status = 200, description = "The endpoint's latest 100 deliveries, newest first.", body = Envelope<Vec<DeliveryView>>)))]
 async fn deliveries(
     state: Data<AppState>,
     auth: Authenticated,

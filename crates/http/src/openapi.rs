@@ -1,0 +1,364 @@
+//! The OpenAPI 3.1 document, generated from the handlers' annotations and the types they use, so
+//! it cannot drift from them; and the docs page that renders it (Swagger UI, bundled into the
+//! binary so it works offline).
+
+use actix_web::http::header;
+use actix_web::{HttpResponse, web};
+use serde::Serialize;
+use serde_json::{Value, json};
+use shortlink_domain::{ClickInfo, EventKind, LinkView, Timestamp};
+use utoipa::openapi::header::HeaderBuilder;
+use utoipa::openapi::path::Operation;
+use utoipa::openapi::response::{Response, ResponseBuilder};
+use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityRequirement, SecurityScheme};
+use utoipa::openapi::{Content, Ref, RefOr};
+use utoipa::{Modify, OpenApi, ToSchema};
+
+use crate::error::{ApiError, ErrorEnvelope};
+use crate::routes::{links, qr, webhooks};
+
+/// The document's skeleton; [`document`] completes it.
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "shortlink",
+        description = "Short links, redirects that count every click, QR codes and signed webhooks. \
+            Every request under /api/v1 (but this document) needs `Authorization: Bearer <API key>`.",
+        license(name = "MIT OR Apache-2.0"),
+    ),
+    paths(
+        links::create, links::bulk, links::list, links::get, links::update, links::delete,
+        qr::qr,
+        webhooks::create, webhooks::list, webhooks::get, webhooks::delete, webhooks::deliveries,
+    ),
+    components(schemas(ErrorEnvelope, LinkCreatedEvent, LinkClickedEvent)),
+    modifiers(&Conventions),
+    tags(
+        (name = "links", description = "Create, list, change and delete short links."),
+        (name = "qr", description = "QR codes of short links."),
+        (name = "webhooks", description = "Endpoints that receive signed events."),
+    ),
+)]
+struct ApiDoc;
+
+/// `link.created`, as POSTed to webhook endpoints.
+#[derive(Serialize, ToSchema)]
+pub struct LinkCreatedEvent {
+    /// `link.created`.
+    #[serde(rename = "type")]
+    #[schema(value_type = String, pattern = "^link\\.created$")]
+    kind: &'static str,
+    /// When the link was created.
+    timestamp: Timestamp,
+    /// The link.
+    data: LinkView,
+}
+
+/// `link.clicked`, as POSTed to webhook endpoints.
+#[derive(Serialize, ToSchema)]
+pub struct LinkClickedEvent {
+    /// `link.clicked`.
+    #[serde(rename = "type")]
+    #[schema(value_type = String, pattern = "^link\\.clicked$")]
+    kind: &'static str,
+    /// When the click happened.
+    timestamp: Timestamp,
+    /// The link and the click.
+    data: LinkClickedData,
+}
+
+/// The `data` of `link.clicked`.
+#[derive(Serialize, ToSchema)]
+pub struct LinkClickedData {
+    link: LinkView,
+    click: ClickInfo,
+}
+
+/// What every operation shares, added in one place rather than on each handler: the bearer
+/// security requirement, the error responses every authenticated request can get (each with its
+/// `error.code`), and the rate-limit headers.
+struct Conventions;
+
+fn error_response(error: &ApiError, when: &str) -> Response {
+    let (status, code) = error.status_and_code();
+    let mut response = ResponseBuilder::new()
+        .description(format!("`{code}`: {when}"))
+        .content(
+            "application/json",
+            Content::new(Some(Ref::from_schema_name("ErrorEnvelope"))),
+        );
+    if status.as_u16() == 429 {
+        response = response.header(
+            "Retry-After",
+            HeaderBuilder::new()
+                .description(Some("Seconds to wait."))
+                .build(),
+        );
+    }
+    if status.as_u16() == 401 {
+        response = response.header(
+            "WWW-Authenticate",
+            HeaderBuilder::new().description(Some("`Bearer`")).build(),
+        );
+    }
+    response.build()
+}
+
+fn rate_limit_headers(response: &mut Response) {
+    for (name, description) in [
+        (
+            "RateLimit-Limit",
+            "The workspace's requests per second (also the burst).",
+        ),
+        (
+            "RateLimit-Remaining",
+            "Requests that could be made right now.",
+        ),
+        (
+            "RateLimit-Reset",
+            "Seconds until the full burst is available again.",
+        ),
+    ] {
+        response.headers.insert(
+            name.to_owned(),
+            HeaderBuilder::new().description(Some(description)).build(),
+        );
+    }
+}
+
+impl Modify for Conventions {
+    fn modify(&self, doc: &mut utoipa::openapi::OpenApi) {
+        let components = doc.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(
+                Http::builder()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .bearer_format("sk_…")
+                    .build(),
+            ),
+        );
+        for (path, item) in doc.paths.paths.iter_mut() {
+            let by_id = path.contains('{') || path.ends_with("/qr");
+            for op in [
+                &mut item.get,
+                &mut item.post,
+                &mut item.patch,
+                &mut item.delete,
+            ]
+            .into_iter()
+            .flatten()
+            {
+                conventions(op, by_id);
+            }
+        }
+    }
+}
+
+fn conventions(op: &mut Operation, by_id: bool) {
+    op.security = Some(vec![SecurityRequirement::new(
+        "bearer",
+        Vec::<String>::new(),
+    )]);
+    for response in op.responses.responses.values_mut() {
+        if let RefOr::T(response) = response {
+            rate_limit_headers(response);
+        }
+    }
+    let mut add = |error: ApiError, when: &str| {
+        let status = error.status_and_code().0.as_u16().to_string();
+        op.responses
+            .responses
+            .entry(status)
+            .or_insert_with(|| RefOr::T(error_response(&error, when)));
+    };
+    add(
+        ApiError::invalid(""),
+        "invalid input: a field, a parameter, the JSON itself or the content type.",
+    );
+    add(
+        ApiError::Unauthorized,
+        "the API key is missing, malformed, unknown or revoked.",
+    );
+    add(
+        ApiError::RateLimited { retry_after: 1 },
+        "the workspace's rate, or this address's failed-authentication budget, is spent.",
+    );
+    add(
+        ApiError::Internal(String::new()),
+        "a bug; the response carries no detail, the log has it under the request id.",
+    );
+    add(
+        ApiError::Unavailable,
+        "the database is unreachable; retry later.",
+    );
+    if op.request_body.is_some() {
+        add(ApiError::PayloadTooLarge, "the body is over 1 MiB.");
+    }
+    if by_id {
+        add(
+            ApiError::NotFound("link"),
+            "no such resource in this workspace.",
+        );
+    }
+}
+
+/// The complete document: the generated part, plus what utoipa has no builder for (OpenAPI 3.1
+/// `webhooks`, the redirect outside `/api/v1`).
+pub fn document() -> Value {
+    let mut doc = serde_json::to_value(ApiDoc::openapi()).unwrap_or_default();
+    let event = |kind: EventKind, schema: &str| {
+        json!({ "post": {
+            "summary": format!("`{kind}`, POSTed to subscribed endpoints, signed per Standard Webhooks"),
+            "parameters": [
+                { "name": "webhook-id", "in": "header", "required": true, "schema": { "type": "string" },
+                  "description": "The message id (`msg_…`), the same on every retry." },
+                { "name": "webhook-timestamp", "in": "header", "required": true, "schema": { "type": "string" },
+                  "description": "Unix seconds of this attempt." },
+                { "name": "webhook-signature", "in": "header", "required": true, "schema": { "type": "string" },
+                  "description": "`v1,` + base64 HMAC-SHA256 of `id.timestamp.body`, keyed with the secret's decoded bytes." }
+            ],
+            "requestBody": { "required": true, "content": { "application/json": {
+                "schema": { "$ref": format!("#/components/schemas/{schema}") } } } },
+            "responses": { "2XX": { "description": "Delivered. Anything else is retried by the schedule." } }
+        }})
+    };
+    doc["webhooks"] = json!({
+        "link.created": event(EventKind::LinkCreated, "LinkCreatedEvent"),
+        "link.clicked": event(EventKind::LinkClicked, "LinkClickedEvent"),
+    });
+    doc
+}
+
+/// `GET /api/v1/openapi.json` (no authentication), `GET /docs` and its assets.
+pub fn configure_document(cfg: &mut web::ServiceConfig) {
+    cfg.route("/openapi.json", web::get().to(serve_document));
+}
+
+/// The docs page and its bundled assets.
+pub fn configure_page(cfg: &mut web::ServiceConfig) {
+    cfg.route(
+        "/docs",
+        web::get().to(|| async { asset("text/html; charset=utf-8", PAGE.as_bytes()) }),
+    )
+    .route(
+        "/docs/swagger-ui.css",
+        web::get().to(|| async { asset("text/css; charset=utf-8", CSS) }),
+    )
+    .route(
+        "/docs/swagger-ui-bundle.js",
+        web::get().to(|| async { asset("text/javascript; charset=utf-8", JS) }),
+    );
+}
+
+async fn serve_document() -> HttpResponse {
+    HttpResponse::Ok().json(document())
+}
+
+const CSS: &[u8] = include_bytes!("../assets/swagger-ui/swagger-ui.css");
+const JS: &[u8] = include_bytes!("../assets/swagger-ui/swagger-ui-bundle.js");
+const PAGE: &str = r##"<!doctype html>
+<html lang="en">
+<head>
+  <meta charset="utf-8">
+  <title>shortlink API</title>
+  <link rel="icon" href="data:,">
+  <link rel="stylesheet" href="/docs/swagger-ui.css">
+</head>
+<body>
+  <div id="swagger-ui"></div>
+  <script src="/docs/swagger-ui-bundle.js"></script>
+  <script>
+    window.ui = SwaggerUIBundle({
+      url: "/api/v1/openapi.json",
+      dom_id: "#swagger-ui",
+      validatorUrl: null,
+      deepLinking: true,
+    });
+  </script>
+</body>
+</html>
+"##;
+
+fn asset(content_type: &'static str, body: &'static [u8]) -> HttpResponse {
+    HttpResponse::Ok()
+        .insert_header((header::CONTENT_TYPE, content_type))
+        .insert_header((header::CACHE_CONTROL, "public, max-age=3600"))
+        .body(body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CHECKED_IN: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/openapi.json");
+
+    /// CI fails when `docs/openapi.json` differs from what the server serves. To refresh it:
+    /// `UPDATE_OPENAPI=1 cargo test -p shortlink-http openapi`.
+    #[test]
+    fn the_checked_in_document_is_current() {
+        let current = serde_json::to_string_pretty(&document()).unwrap() + "\n";
+        if std::env::var_os("UPDATE_OPENAPI").is_some() {
+            std::fs::write(CHECKED_IN, &current).unwrap();
+        }
+        let checked_in = std::fs::read_to_string(CHECKED_IN).unwrap_or_default();
+        assert!(
+            checked_in == current,
+            "docs/openapi.json is stale; run `UPDATE_OPENAPI=1 cargo test -p shortlink-http openapi`"
+        );
+    }
+
+    #[test]
+    fn every_operation_is_secured_and_documents_its_errors() {
+        let doc = document();
+        assert_eq!(doc["openapi"], "3.1.0");
+        let paths = doc["paths"].as_object().unwrap();
+        assert!(paths.contains_key("/api/v1/links/bulk") && paths.contains_key("/api/v1/qr"));
+        for (path, item) in paths {
+            for (method, op) in item.as_object().unwrap() {
+                assert_eq!(op["security"][0]["bearer"], json!([]), "{method} {path}");
+                for status in ["200", "400", "401", "429", "500", "503"] {
+                    assert!(
+                        op["responses"].get(status).is_some(),
+                        "{method} {path} documents {status}"
+                    );
+                }
+            }
+        }
+        assert!(doc["webhooks"]["link.clicked"]["post"].is_object());
+        assert!(doc["components"]["schemas"]["LinkView"].is_object());
+    }
+
+    /// The documented event schemas list exactly the keys `Event` serialises.
+    #[test]
+    fn event_schemas_match_the_events() {
+        use shortlink_domain::{Event, LinkId};
+        let view = LinkView {
+            id: LinkId::generate(),
+            domain: "sho.rt".into(),
+            short_code: "a".into(),
+            short_url: "https://sho.rt/a".into(),
+            destination: "https://example.com/".into(),
+            clicks: 0,
+            created_at: Timestamp::now(),
+        };
+        let click = ClickInfo {
+            timestamp: Timestamp::now(),
+            referrer: None,
+            user_agent: None,
+        };
+        let doc = document();
+        for (event, schema) in [
+            (Event::link_created(view.clone()), "LinkCreatedEvent"),
+            (Event::link_clicked(view, click), "LinkClickedEvent"),
+        ] {
+            let body: Value = serde_json::from_str(&event.to_json()).unwrap();
+            let mut keys: Vec<&String> = body.as_object().unwrap().keys().collect();
+            let props = &doc["components"]["schemas"][schema]["properties"];
+            let mut documented: Vec<&String> = props.as_object().unwrap().keys().collect();
+            keys.sort();
+            documented.sort();
+            assert_eq!(keys, documented, "{schema}");
+        }
+    }
+}
