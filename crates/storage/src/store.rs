@@ -105,6 +105,8 @@ struct SqlitePools {
 pub struct Store {
     backend: Backend,
     url: String,
+    /// The runtime SQLite queries run on; see [`Store::detached`].
+    runtime: Option<tokio::runtime::Handle>,
 }
 
 impl std::fmt::Debug for Store {
@@ -143,6 +145,26 @@ fn sqlite_path(url: &str) -> Option<&str> {
 }
 
 impl Store {
+    /// Runs a query to completion even if the caller stops waiting. diesel-async's SQLite
+    /// wrapper, when a query's future is dropped half-way (a client disconnected), blocks in
+    /// place until the blocking task ends, and that panics on a single-threaded runtime such as
+    /// an actix worker's. So SQLite queries run as tasks of the runtime that opened the store,
+    /// and a caller that goes away merely stops waiting for the task. PostgreSQL queries are
+    /// cancel-safe and run in place.
+    async fn detached<T, F>(&self, query: impl FnOnce(Store) -> F) -> Result<T, StorageError>
+    where
+        F: std::future::Future<Output = Result<T, StorageError>> + Send + 'static,
+        T: Send + 'static,
+    {
+        match (&self.backend, &self.runtime) {
+            (Backend::Sqlite(_), Some(runtime)) => runtime
+                .spawn(query(self.clone()))
+                .await
+                .map_err(|e| StorageError::Unavailable(format!("storage task failed: {e}")))?,
+            _ => query(self.clone()).await,
+        }
+    }
+
     /// Opens pools for `url`: `sqlite://PATH` (the file is created if missing) or
     /// `postgres://…`. Connections are made lazily; call [`Store::migrate`] next.
     pub fn connect(url: &str, options: PoolOptions) -> Result<Self, StorageError> {
@@ -154,9 +176,11 @@ impl Store {
         } else {
             return Err(StorageError::UnsupportedUrl(url.to_owned()));
         };
+        let runtime = tokio::runtime::Handle::try_current().ok();
         Ok(Self {
             backend,
             url: url.to_owned(),
+            runtime,
         })
     }
 
@@ -181,17 +205,21 @@ impl Store {
 
     /// Succeeds when the database answers a trivial query.
     pub async fn ping(&self) -> Result<(), StorageError> {
-        dispatch!(self, read, ping())
+        self.detached(|s| async move { dispatch!(s, read, ping()) })
+            .await
     }
 
     /// Creates a workspace; a taken name is [`StorageError::AlreadyExists`].
     pub async fn create_workspace(&self, workspace: &Workspace) -> Result<(), StorageError> {
-        dispatch!(self, write, insert_workspace(workspace))
+        let workspace = workspace.clone();
+        self.detached(|s| async move { dispatch!(s, write, insert_workspace(&workspace)) })
+            .await
     }
 
     /// Every workspace, oldest first.
     pub async fn list_workspaces(&self) -> Result<Vec<Workspace>, StorageError> {
-        dispatch!(self, read, list_workspaces())
+        self.detached(|s| async move { dispatch!(s, read, list_workspaces()) })
+            .await
     }
 
     /// A workspace by name or `ws_…` id.
@@ -199,7 +227,9 @@ impl Store {
         &self,
         name_or_id: &str,
     ) -> Result<Option<Workspace>, StorageError> {
-        dispatch!(self, read, find_workspace(name_or_id))
+        let name_or_id = name_or_id.to_owned();
+        self.detached(|s| async move { dispatch!(s, read, find_workspace(&name_or_id)) })
+            .await
     }
 
     /// Stores a key's record and the hash of its secret.
@@ -208,12 +238,15 @@ impl Store {
         key: &ApiKey,
         hash: &ApiKeyHash,
     ) -> Result<(), StorageError> {
-        dispatch!(self, write, insert_api_key(key, hash))
+        let (key, hash) = (key.clone(), hash.clone());
+        self.detached(|s| async move { dispatch!(s, write, insert_api_key(&key, &hash)) })
+            .await
     }
 
     /// The workspace's keys, oldest first (revoked ones included, marked).
     pub async fn list_api_keys(&self, workspace: WorkspaceId) -> Result<Vec<ApiKey>, StorageError> {
-        dispatch!(self, read, list_api_keys(workspace))
+        self.detached(|s| async move { dispatch!(s, read, list_api_keys(workspace)) })
+            .await
     }
 
     /// Revokes a key; false when there is no such active key.
@@ -230,7 +263,9 @@ impl Store {
         &self,
         hash: &ApiKeyHash,
     ) -> Result<Option<AuthenticatedKey>, StorageError> {
-        dispatch!(self, read, authenticate(hash))
+        let hash = hash.clone();
+        self.detached(|s| async move { dispatch!(s, read, authenticate(&hash)) })
+            .await
     }
 
     /// Creates links, each succeeding or failing on its own, with their `link.created` events, in
@@ -240,7 +275,9 @@ impl Store {
         links: Vec<NewLink>,
         base: &BaseUrl,
     ) -> Result<Vec<CreateOutcome>, StorageError> {
-        dispatch!(self, write, create_links(links, base))
+        let base = base.clone();
+        self.detached(|s| async move { dispatch!(s, write, create_links(links, &base)) })
+            .await
     }
 
     /// One of the workspace's links, by id or by short code on `domain`.
@@ -250,12 +287,16 @@ impl Store {
         link: &LinkRef,
         domain: &str,
     ) -> Result<Option<Link>, StorageError> {
-        dispatch!(self, read, get_link(workspace, link, domain))
+        let (link, domain) = (link.clone(), domain.to_owned());
+        self.detached(|s| async move { dispatch!(s, read, get_link(workspace, &link, &domain)) })
+            .await
     }
 
     /// The link a redirect for `code` on `domain` follows, whoever owns it.
     pub async fn resolve(&self, domain: &str, code: &str) -> Result<Option<Link>, StorageError> {
-        dispatch!(self, read, resolve(domain, code))
+        let (domain, code) = (domain.to_owned(), code.to_owned());
+        self.detached(|s| async move { dispatch!(s, read, resolve(&domain, &code)) })
+            .await
     }
 
     /// Up to `limit` of the workspace's links, newest first, older than `before` when given.
@@ -265,7 +306,8 @@ impl Store {
         limit: i64,
         before: Option<LinkId>,
     ) -> Result<Vec<Link>, StorageError> {
-        dispatch!(self, read, list_links(workspace, limit, before))
+        self.detached(|s| async move { dispatch!(s, read, list_links(workspace, limit, before)) })
+            .await
     }
 
     /// Points a link elsewhere; `None` when it is not the workspace's.
@@ -277,11 +319,15 @@ impl Store {
         destination: &Destination,
     ) -> Result<Option<Link>, StorageError> {
         let now = Timestamp::now().unix_millis();
-        dispatch!(
-            self,
-            write,
-            update_destination(workspace, link, domain, destination, now)
-        )
+        let (link, domain, destination) = (link.clone(), domain.to_owned(), destination.clone());
+        self.detached(|s| async move {
+            dispatch!(
+                s,
+                write,
+                update_destination(workspace, &link, &domain, &destination, now)
+            )
+        })
+        .await
     }
 
     /// Deletes a link and returns it; `None` when it is not the workspace's.
@@ -291,7 +337,11 @@ impl Store {
         link: &LinkRef,
         domain: &str,
     ) -> Result<Option<Link>, StorageError> {
-        dispatch!(self, write, delete_link(workspace, link, domain))
+        let (link, domain) = (link.clone(), domain.to_owned());
+        self.detached(
+            |s| async move { dispatch!(s, write, delete_link(workspace, &link, &domain)) },
+        )
+        .await
     }
 
     /// Adds a batch of clicks to the counters, with their `link.clicked` events, atomically.
@@ -303,12 +353,16 @@ impl Store {
         if batch.links.is_empty() {
             return Ok(());
         }
-        dispatch!(self, write, record_clicks(batch, base))
+        let (batch, base) = (batch.clone(), base.clone());
+        self.detached(|s| async move { dispatch!(s, write, record_clicks(&batch, &base)) })
+            .await
     }
 
     /// Registers a webhook endpoint.
     pub async fn create_webhook(&self, hook: &Webhook) -> Result<(), StorageError> {
-        dispatch!(self, write, insert_webhook(hook))
+        let hook = hook.clone();
+        self.detached(|s| async move { dispatch!(s, write, insert_webhook(&hook)) })
+            .await
     }
 
     /// The workspace's endpoints, newest first.
@@ -316,7 +370,8 @@ impl Store {
         &self,
         workspace: WorkspaceId,
     ) -> Result<Vec<Webhook>, StorageError> {
-        dispatch!(self, read, list_webhooks(workspace))
+        self.detached(|s| async move { dispatch!(s, read, list_webhooks(workspace)) })
+            .await
     }
 
     /// One of the workspace's endpoints.
@@ -325,7 +380,8 @@ impl Store {
         workspace: WorkspaceId,
         id: WebhookId,
     ) -> Result<Option<Webhook>, StorageError> {
-        dispatch!(self, read, get_webhook(workspace, id))
+        self.detached(|s| async move { dispatch!(s, read, get_webhook(workspace, id)) })
+            .await
     }
 
     /// Deletes an endpoint with its deliveries; false when it is not the workspace's.
@@ -334,7 +390,8 @@ impl Store {
         workspace: WorkspaceId,
         id: WebhookId,
     ) -> Result<bool, StorageError> {
-        dispatch!(self, write, delete_webhook(workspace, id))
+        self.detached(|s| async move { dispatch!(s, write, delete_webhook(workspace, id)) })
+            .await
     }
 
     /// The endpoint's latest `limit` deliveries; `None` when it is not the workspace's.
@@ -344,7 +401,8 @@ impl Store {
         id: WebhookId,
         limit: i64,
     ) -> Result<Option<Vec<Delivery>>, StorageError> {
-        dispatch!(self, read, list_deliveries(workspace, id, limit))
+        self.detached(|s| async move { dispatch!(s, read, list_deliveries(workspace, id, limit)) })
+            .await
     }
 }
 
@@ -357,11 +415,14 @@ impl DeliveryQueue for Store {
         limit: i64,
         lease_until: Timestamp,
     ) -> Result<Vec<ClaimedDelivery>, StorageError> {
-        dispatch!(self, write, claim_due(now, limit, lease_until))
+        self.detached(|s| async move { dispatch!(s, write, claim_due(now, limit, lease_until)) })
+            .await
     }
 
     async fn record_attempt(&self, attempt: &AttemptRecord) -> Result<(), StorageError> {
-        dispatch!(self, write, record_attempt(attempt))
+        let attempt = attempt.clone();
+        self.detached(|s| async move { dispatch!(s, write, record_attempt(&attempt)) })
+            .await
     }
 
     async fn release(
@@ -369,6 +430,7 @@ impl DeliveryQueue for Store {
         event_id: MessageId,
         webhook_id: WebhookId,
     ) -> Result<(), StorageError> {
-        dispatch!(self, write, release(event_id, webhook_id))
+        self.detached(|s| async move { dispatch!(s, write, release(event_id, webhook_id)) })
+            .await
     }
 }
