@@ -61,6 +61,11 @@ struct ServeArgs {
     /// Delays between webhook delivery attempts, after the first try.
     #[arg(long, env = "SHORTLINK_WEBHOOK_RETRY_SCHEDULE", default_value_t = RetrySchedule::default())]
     webhook_retry_schedule: RetrySchedule,
+    /// Failed authentications allowed per client address per minute; past it, the address gets
+    /// 429 for every request until its budget refills.
+    #[arg(long, env = "SHORTLINK_AUTH_FAILURES_PER_MINUTE", default_value_t = shortlink_http::ratelimit::AUTH_FAILURES_PER_MINUTE,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    auth_failures_per_minute: u32,
 }
 
 #[derive(Debug, Subcommand)]
@@ -172,6 +177,7 @@ async fn serve(database_url: String, args: ServeArgs) -> anyhow::Result<()> {
         base_url: args.base_url,
         webhook_allow_private_targets: args.webhook_allow_private_targets,
         webhook_retry_schedule: args.webhook_retry_schedule,
+        auth_failures_per_minute: args.auth_failures_per_minute,
         ..Config::new(database_url)
     };
     let app = Application::build(config).await?;

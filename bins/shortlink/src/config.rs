@@ -17,6 +17,8 @@ pub struct Config {
     pub webhook_allow_private_targets: bool,
     /// Delays between webhook delivery attempts.
     pub webhook_retry_schedule: RetrySchedule,
+    /// Failed authentications allowed per client address per minute before it gets 429.
+    pub auth_failures_per_minute: u32,
     /// Database connections (PostgreSQL) or reader connections (SQLite).
     pub max_connections: usize,
     /// HTTP worker threads; the number of CPUs when not set.
@@ -34,6 +36,7 @@ impl Config {
             base_url: None,
             webhook_allow_private_targets: false,
             webhook_retry_schedule: RetrySchedule::default(),
+            auth_failures_per_minute: shortlink_http::ratelimit::AUTH_FAILURES_PER_MINUTE,
             max_connections: 16,
             workers: None,
             first_run_banner: true,

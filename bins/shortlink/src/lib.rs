@@ -83,6 +83,7 @@ impl Application {
         let settings = HttpSettings {
             base_url: base_url.clone(),
             webhook_allow_private_targets: config.webhook_allow_private_targets,
+            auth_failures_per_minute: config.auth_failures_per_minute,
         };
         let state = Data::new(AppState::new(
             store.clone(),

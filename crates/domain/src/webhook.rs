@@ -80,7 +80,7 @@ impl WebhookTarget {
     /// Validates a target; `allow_private` lifts the address check (for tests and private
     /// networks).
     pub fn parse(s: &str, allow_private: bool) -> Result<Self, WebhookTargetError> {
-        if s.len() > 2048 {
+        if s.chars().count() > 2048 {
             return Err(WebhookTargetError::NotHttpUrl);
         }
         if s.chars().any(|c| c.is_whitespace() || c.is_control()) {

@@ -48,8 +48,11 @@ pub enum ApiError {
     #[error("{0} not found")]
     NotFound(&'static str),
     /// The route exists, the method does not.
-    #[error("method not allowed")]
-    MethodNotAllowed,
+    #[error("method not allowed; this route serves {allow}")]
+    MethodNotAllowed {
+        /// The methods the route serves, for the `Allow` header.
+        allow: &'static str,
+    },
     /// The custom slug is taken on this domain.
     #[error("customSlug '{0}' is already taken")]
     SlugConflict(String),
@@ -94,7 +97,9 @@ impl ApiError {
             ApiError::Validation { .. } => (StatusCode::BAD_REQUEST, "VALIDATION_FAILED"),
             ApiError::Unauthorized => (StatusCode::UNAUTHORIZED, "UNAUTHORIZED"),
             ApiError::NotFound(_) => (StatusCode::NOT_FOUND, "NOT_FOUND"),
-            ApiError::MethodNotAllowed => (StatusCode::METHOD_NOT_ALLOWED, "METHOD_NOT_ALLOWED"),
+            ApiError::MethodNotAllowed { .. } => {
+                (StatusCode::METHOD_NOT_ALLOWED, "METHOD_NOT_ALLOWED")
+            }
             ApiError::SlugConflict(_) => (StatusCode::CONFLICT, "SLUG_CONFLICT"),
             ApiError::PayloadTooLarge => (StatusCode::PAYLOAD_TOO_LARGE, "PAYLOAD_TOO_LARGE"),
             ApiError::RateLimited { .. } => (StatusCode::TOO_MANY_REQUESTS, "RATE_LIMIT_EXCEEDED"),
@@ -167,6 +172,9 @@ impl ResponseError for ApiError {
             }
             ApiError::RateLimited { retry_after } => {
                 response.insert_header((header::RETRY_AFTER, retry_after.to_string()));
+            }
+            ApiError::MethodNotAllowed { allow } => {
+                response.insert_header((header::ALLOW, HeaderValue::from_static(allow)));
             }
             _ => {}
         }

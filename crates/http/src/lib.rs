@@ -47,9 +47,9 @@ pub fn configure(cfg: &mut web::ServiceConfig, state: Data<AppState>) {
         .default_service(web::to(|| async { routes::redirect::not_found_page() }));
 }
 
-/// Known route, wrong method.
-pub(crate) async fn method_not_allowed() -> Result<HttpResponse, ApiError> {
-    Err(ApiError::MethodNotAllowed)
+/// A known route's answer to a method it does not serve: 405 with `Allow` listing those it does.
+pub(crate) fn method_not_allowed(allow: &'static str) -> actix_web::Route {
+    web::to(move || async move { Err::<HttpResponse, _>(ApiError::MethodNotAllowed { allow }) })
 }
 
 async fn api_not_found() -> Result<HttpResponse, ApiError> {

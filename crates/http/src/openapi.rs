@@ -6,7 +6,7 @@ use actix_web::http::header;
 use actix_web::{HttpResponse, web};
 use serde::Serialize;
 use serde_json::{Value, json};
-use shortlink_domain::{ClickInfo, EventKind, LinkView, Timestamp};
+use shortlink_domain::{BaseUrl, ClickInfo, EventKind, LinkView, Timestamp};
 use utoipa::openapi::header::HeaderBuilder;
 use utoipa::openapi::path::Operation;
 use utoipa::openapi::response::{Response, ResponseBuilder};
@@ -16,6 +16,7 @@ use utoipa::{Modify, OpenApi, ToSchema};
 
 use crate::error::{ApiError, ErrorEnvelope};
 use crate::routes::{links, qr, webhooks};
+use crate::state::AppState;
 
 /// The document's skeleton; [`document`] completes it.
 #[derive(OpenApi)]
@@ -203,10 +204,33 @@ fn conventions(op: &mut Operation, by_id: bool) {
     }
 }
 
-/// The complete document: the generated part, plus what utoipa has no builder for (OpenAPI 3.1
-/// `webhooks`, the redirect outside `/api/v1`).
-pub fn document() -> Value {
+/// A regular expression matching URLs on `base`'s domain (host case-insensitive), which are not
+/// acceptable destinations (they would loop).
+fn own_domain_pattern(base: &BaseUrl) -> String {
+    let host: String = base
+        .domain()
+        .chars()
+        .map(|c| match c {
+            c if c.is_ascii_alphabetic() => {
+                format!("[{}{}]", c.to_ascii_lowercase(), c.to_ascii_uppercase())
+            }
+            c if c.is_ascii_alphanumeric() || c == ':' || c == '-' => c.to_string(),
+            c => format!("\\{c}"),
+        })
+        .collect();
+    format!("^[hH][tT][tT][pP][sS]?://{host}([/?#]|$)")
+}
+
+/// The complete document for a server whose short links live on `base`: the generated part,
+/// plus what utoipa has no builder for (OpenAPI 3.1 `webhooks`) and the one rule that depends on
+/// configuration (a destination may not point at the service's own domain).
+/// `docs/openapi.json` is the document of the default configuration.
+pub fn document(base: &BaseUrl) -> Value {
     let mut doc = serde_json::to_value(ApiDoc::openapi()).unwrap_or_default();
+    for schema in ["CreateLinkRequest", "UpdateLinkRequest"] {
+        doc["components"]["schemas"][schema]["properties"]["destination"]["not"] =
+            json!({ "pattern": own_domain_pattern(base) });
+    }
     let event = |kind: EventKind, schema: &str| {
         json!({ "post": {
             "summary": format!("`{kind}`, POSTed to subscribed endpoints, signed per Standard Webhooks"),
@@ -251,8 +275,8 @@ pub fn configure_page(cfg: &mut web::ServiceConfig) {
     );
 }
 
-async fn serve_document() -> HttpResponse {
-    HttpResponse::Ok().json(document())
+async fn serve_document(state: web::Data<AppState>) -> HttpResponse {
+    HttpResponse::Ok().json(document(state.base()))
 }
 
 const CSS: &[u8] = include_bytes!("../assets/swagger-ui/swagger-ui.css");
@@ -292,6 +316,19 @@ mod tests {
     use super::*;
 
     const CHECKED_IN: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/openapi.json");
+
+    fn document() -> Value {
+        super::document(&BaseUrl::parse("http://127.0.0.1:8080").unwrap())
+    }
+
+    #[test]
+    fn destinations_on_the_own_domain_are_excluded_by_pattern() {
+        let pattern = own_domain_pattern(&BaseUrl::parse("https://Sho.rt:8443").unwrap());
+        assert_eq!(
+            pattern,
+            "^[hH][tT][tT][pP][sS]?://[sS][hH][oO]\\.[rR][tT]:8443([/?#]|$)"
+        );
+    }
 
     /// CI fails when `docs/openapi.json` differs from what the server serves. To refresh it:
     /// `UPDATE_OPENAPI=1 cargo test -p shortlink-http openapi`.

@@ -115,7 +115,7 @@ impl RateLimiter for LocalRateLimiter {
     }
 }
 
-/// Failed authentications allowed per client address per minute.
+/// Failed authentications allowed per client address per minute, by default.
 pub const AUTH_FAILURES_PER_MINUTE: u32 = 20;
 
 /// Counts failed authentications per client address. Once an address is over its budget it is
@@ -129,7 +129,14 @@ pub struct AuthFailureGuard {
 
 impl Default for AuthFailureGuard {
     fn default() -> Self {
-        let per_minute = NonZeroU32::new(AUTH_FAILURES_PER_MINUTE).unwrap_or(NonZeroU32::MIN);
+        Self::new(AUTH_FAILURES_PER_MINUTE)
+    }
+}
+
+impl AuthFailureGuard {
+    /// A guard allowing `per_minute` failures per address per minute (burst included).
+    pub fn new(per_minute: u32) -> Self {
+        let per_minute = NonZeroU32::new(per_minute).unwrap_or(NonZeroU32::MIN);
         Self {
             failures: Gcra::keyed(Quota::per_minute(per_minute)),
             blocked: moka::sync::Cache::builder()
@@ -139,9 +146,7 @@ impl Default for AuthFailureGuard {
             clock: DefaultClock::default(),
         }
     }
-}
 
-impl AuthFailureGuard {
     /// Seconds the address must wait, when it is blocked.
     pub fn blocked_for(&self, addr: IpAddr) -> Option<u64> {
         let until = self.blocked.get(&addr)?;

@@ -18,6 +18,8 @@ pub struct HttpSettings {
     pub base_url: BaseUrl,
     /// Whether webhooks may target loopback and private addresses.
     pub webhook_allow_private_targets: bool,
+    /// Failed authentications allowed per client address per minute.
+    pub auth_failures_per_minute: u32,
 }
 
 /// The state behind every route, built once by the server and shared by all workers.
@@ -50,11 +52,11 @@ impl AppState {
     ) -> Self {
         Self {
             store,
+            auth_failures: AuthFailureGuard::new(settings.auth_failures_per_minute),
             settings,
             links: LinkCache::default(),
             clicks,
             rate_limiter: Arc::new(crate::ratelimit::LocalRateLimiter::default()),
-            auth_failures: AuthFailureGuard::default(),
             keys: KeyCache::default(),
             webhooks,
         }

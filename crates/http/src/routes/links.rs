@@ -5,7 +5,7 @@ use actix_web::{HttpResponse, web};
 use serde::{Deserialize, Serialize};
 use shortlink_domain::{Destination, LinkId, LinkRef, LinkView, Slug, Timestamp};
 use shortlink_storage::{CreateOutcome, NewLink};
-use utoipa::{IntoParams, PartialSchema, ToSchema};
+use utoipa::{IntoParams, ToSchema};
 use validator::Validate;
 
 use crate::auth::Authenticated;
@@ -40,25 +40,27 @@ pub struct CreateLinkRequest {
 pub struct BulkRequest;
 
 impl utoipa::PartialSchema for BulkRequest {
+    /// Items are only required to be objects: one that is not a valid `CreateLinkRequest` is
+    /// reported in its own result and does not fail the request.
     fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        let item = utoipa::openapi::schema::ObjectBuilder::new()
+            .schema_type(utoipa::openapi::schema::Type::Object)
+            .description(Some(
+                "A CreateLinkRequest. An item that is not a valid one gets an error in its result; \
+                 the other items are still created.",
+            ))
+            .examples([
+                serde_json::json!({"destination": "https://example.com/a", "customSlug": "a"}),
+            ]);
         utoipa::openapi::schema::ArrayBuilder::new()
-            .items(utoipa::openapi::Ref::from_schema_name("CreateLinkRequest"))
+            .items(item)
             .min_items(Some(1))
             .max_items(Some(MAX_BULK))
             .into()
     }
 }
 
-impl ToSchema for BulkRequest {
-    fn schemas(
-        schemas: &mut Vec<(
-            String,
-            utoipa::openapi::RefOr<utoipa::openapi::schema::Schema>,
-        )>,
-    ) {
-        schemas.push(("CreateLinkRequest".into(), CreateLinkRequest::schema()));
-    }
-}
+impl ToSchema for BulkRequest {}
 
 /// The body of PATCH `/links/{idOrShortCode}`.
 #[derive(Debug, Deserialize, ToSchema)]
@@ -109,19 +111,19 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         web::resource("/links")
             .route(web::post().to(create))
             .route(web::get().to(list))
-            .default_service(web::to(crate::method_not_allowed)),
+            .default_service(crate::method_not_allowed("GET, POST")),
     )
     .service(
         web::resource("/links/bulk")
             .route(web::post().to(bulk))
-            .default_service(web::to(crate::method_not_allowed)),
+            .default_service(crate::method_not_allowed("POST")),
     )
     .service(
         web::resource("/links/{link}")
             .route(web::get().to(get))
             .route(web::patch().to(update))
             .route(web::delete().to(delete))
-            .default_service(web::to(crate::method_not_allowed)),
+            .default_service(crate::method_not_allowed("GET, PATCH, DELETE")),
     );
 }
 
@@ -214,6 +216,13 @@ async fn bulk(
         return Err(ApiError::invalid(format!(
             "a bulk request must hold 1 to {MAX_BULK} links"
         )));
+    }
+    // An item that is not even an object means the request is malformed, not the item.
+    if let Some(i) = items.iter().position(|item| !item.is_object()) {
+        return Err(ApiError::field(
+            format!("[{i}]"),
+            "each item must be a JSON object",
+        ));
     }
     // Each item is parsed and validated on its own; only valid ones reach the database.
     let mut results: Vec<Option<Result<LinkView, ApiError>>> = Vec::with_capacity(items.len());

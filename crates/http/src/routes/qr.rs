@@ -31,7 +31,7 @@ pub struct QrQuery {
     #[param(required = true, value_type = String, min_length = 1)]
     short_code: Option<String>,
     /// `svg` (default) or `png`, case-insensitive.
-    #[param(value_type = Option<String>, pattern = "^(?i)(svg|png)$")]
+    #[param(value_type = Option<String>, pattern = "^([sS][vV][gG]|[pP][nN][gG])$")]
     format: Option<String>,
     /// Pixels across, 64 to 4096 (default 512).
     #[param(value_type = Option<u32>, minimum = 64, maximum = 4096)]
@@ -65,7 +65,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(
         web::resource("/qr")
             .route(web::get().to(qr))
-            .default_service(web::to(crate::method_not_allowed)),
+            .default_service(crate::method_not_allowed("GET")),
     );
 }
 

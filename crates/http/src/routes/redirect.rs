@@ -25,7 +25,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         web::resource("/{code}")
             .route(web::get().to(redirect))
             .route(web::head().to(redirect))
-            .default_service(web::to(crate::method_not_allowed)),
+            .default_service(crate::method_not_allowed("GET, HEAD")),
     );
 }
 

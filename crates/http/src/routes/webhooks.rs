@@ -105,18 +105,18 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         web::resource("/webhooks")
             .route(web::post().to(create))
             .route(web::get().to(list))
-            .default_service(web::to(crate::method_not_allowed)),
+            .default_service(crate::method_not_allowed("GET, POST")),
     )
     .service(
         web::resource("/webhooks/{id}")
             .route(web::get().to(get))
             .route(web::delete().to(delete))
-            .default_service(web::to(crate::method_not_allowed)),
+            .default_service(crate::method_not_allowed("GET, DELETE")),
     )
     .service(
         web::resource("/webhooks/{id}/deliveries")
             .route(web::get().to(deliveries))
-            .default_service(web::to(crate::method_not_allowed)),
+            .default_service(crate::method_not_allowed("GET")),
     );
 }
 
