@@ -12,7 +12,7 @@ const SQLITE: EmbeddedMigrations = embed_migrations!("../../migrations/sqlite");
 const POSTGRES: EmbeddedMigrations = embed_migrations!("../../migrations/postgres");
 
 /// Any fixed number; it only has to be the same in every instance.
-const ADVISORY_LOCK_KEY: i64 = 0x5_4017_1_11C;
+const ADVISORY_LOCK_KEY: i64 = i64::from_be_bytes(*b"shortlnk");
 
 fn failed(e: impl std::fmt::Display) -> StorageError {
     StorageError::Migration(e.to_string())

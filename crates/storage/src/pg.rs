@@ -9,6 +9,10 @@ use crate::schema::{links, webhook_deliveries as d};
 pub(crate) type Conn = diesel_async::AsyncPgConnection;
 
 #[path = "queries/mod.rs"]
+#[expect(
+    clippy::duplicate_mod,
+    reason = "compiled once per backend on purpose: each query is written once"
+)]
 pub(crate) mod queries;
 
 /// Selects due deliveries and locks their rows for the caller's transaction, skipping rows

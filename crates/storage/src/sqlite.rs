@@ -14,6 +14,10 @@ pub(crate) type Conn =
     diesel_async::sync_connection_wrapper::SyncConnectionWrapper<diesel::SqliteConnection>;
 
 #[path = "queries/mod.rs"]
+#[expect(
+    clippy::duplicate_mod,
+    reason = "compiled once per backend on purpose: each query is written once"
+)]
 pub(crate) mod queries;
 
 /// Selects due deliveries. This runs in a write transaction on SQLite's single writer

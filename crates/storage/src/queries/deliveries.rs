@@ -132,30 +132,8 @@ pub(crate) async fn release(
 
 /// Keys of pending deliveries that are due and not leased, oldest due first. Each backend adds
 /// its own locking (see `lock_due`).
-pub(crate) fn due(
-    now: i64,
-    limit: i64,
-) -> diesel::dsl::Limit<
-    diesel::dsl::Order<
-        diesel::dsl::Select<
-            diesel::dsl::Filter<
-                diesel::dsl::Filter<
-                    diesel::dsl::Filter<
-                        webhook_deliveries::table,
-                        diesel::dsl::Eq<webhook_deliveries::state, &'static str>,
-                    >,
-                    diesel::dsl::LtEq<webhook_deliveries::next_attempt_at, i64>,
-                >,
-                diesel::dsl::Or<
-                    diesel::dsl::IsNull<webhook_deliveries::locked_until>,
-                    diesel::dsl::Lt<webhook_deliveries::locked_until, i64>,
-                >,
-            >,
-            (webhook_deliveries::event_id, webhook_deliveries::webhook_id),
-        >,
-        diesel::dsl::Asc<webhook_deliveries::next_attempt_at>,
-    >,
-> {
+#[diesel::dsl::auto_type]
+pub(crate) fn due(now: i64, limit: i64) -> _ {
     webhook_deliveries::table
         .filter(webhook_deliveries::state.eq("pending"))
         .filter(webhook_deliveries::next_attempt_at.le(now))
