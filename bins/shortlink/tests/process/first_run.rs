@@ -1,0 +1,63 @@
+//! The first start on an empty database: a workspace, a key, and a banner that shows it once.
+
+use std::time::Duration;
+
+use shortlink_storage::testing::TestDatabase;
+
+use crate::helpers::{Api, Server, api_key_in, cli, is_api_key};
+
+#[tokio::test]
+async fn the_first_start_prints_a_working_key_once_and_the_second_start_none() {
+    let db = TestDatabase::sqlite();
+    // The newcomer's command: no subcommand at all.
+    let mut first = Server::start_command(None, &db.url, &[]).await;
+    let key = first.first_run_key().await;
+    assert!(is_api_key(&key), "the banner's key: {key}");
+    assert!(
+        !first.stdout().contains(&key),
+        "the key is shown on stderr only"
+    );
+    let banner = first.stderr();
+    assert!(
+        banner.contains("first run") && banner.contains("default"),
+        "the banner says what happened: {banner}"
+    );
+    assert!(
+        banner.contains(&first.url("/api/v1/links")),
+        "the banner's example calls this server: {banner}"
+    );
+
+    let link = Api::new(&first, &key)
+        .create_link("https://example.com/first-run")
+        .await;
+    assert!(
+        link["shortUrl"]
+            .as_str()
+            .is_some_and(|u| u.starts_with(&first.base)),
+        "{link}"
+    );
+
+    let listed = cli(&db.url, &["workspace", "list"]);
+    assert!(listed.success().contains("default"), "{}", listed.stdout);
+
+    first.signal("TERM");
+    let (status, _) = first.wait_exit(Duration::from_secs(15)).await;
+    assert!(status.success(), "{status}");
+
+    // Same database again: no banner, no new key, and the old key still works.
+    let mut second = Server::start(&db.url, &[]).await;
+    Api::new(&second, &key)
+        .create_link("https://example.com/second-run")
+        .await;
+    second.signal("TERM");
+    let (status, stderr) = second.wait_exit(Duration::from_secs(15)).await;
+    assert!(status.success(), "{status}");
+    assert_eq!(
+        api_key_in(&stderr),
+        None,
+        "a second start prints a key: {stderr}"
+    );
+    assert!(!stderr.contains("first run"), "{stderr}");
+    let keys = cli(&db.url, &["key", "list", "--workspace", "default"]);
+    assert_eq!(keys.success().lines().count(), 1, "{}", keys.stdout);
+}

@@ -1,0 +1,8 @@
+//! Process-level tests: the real `shortlink` binary, each test with its own database and port,
+//! spoken to over HTTP, stopped with real signals, delivering webhooks to a real receiver.
+
+mod cli;
+mod first_run;
+mod helpers;
+mod shutdown;
+mod webhooks;
