@@ -10,12 +10,7 @@ use shortlink_storage::{PoolOptions, Store};
 use shortlink_webhooks::RetrySchedule;
 
 #[derive(Debug, Parser)]
-#[command(
-    name = "shortlink",
-    version,
-    about = "A link-shortening service",
-    args_conflicts_with_subcommands = true
-)]
+#[command(name = "shortlink", version, about = "A link-shortening service")]
 pub struct Cli {
     /// `sqlite://PATH` (embedded, the default) or `postgres://USER@HOST/DB`.
     #[arg(
@@ -26,6 +21,7 @@ pub struct Cli {
     )]
     database_url: String,
 
+    /// Flags of `serve`; accepted before or after any subcommand.
     #[command(flatten)]
     serve: ServeArgs,
 
@@ -36,7 +32,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run migrations, then serve the API and the redirects (the default).
-    Serve(ServeArgs),
+    Serve,
     /// Run pending migrations and exit.
     Migrate,
     /// Manage workspaces.
@@ -50,20 +46,25 @@ enum Command {
 #[derive(Debug, Clone, Args)]
 struct ServeArgs {
     /// Address to listen on.
-    #[arg(long, env = "SHORTLINK_LISTEN", default_value = "127.0.0.1:8080")]
+    #[arg(
+        long,
+        env = "SHORTLINK_LISTEN",
+        default_value = "127.0.0.1:8080",
+        global = true
+    )]
     listen: String,
     /// Public base of short URLs (default `http://<listen>`).
-    #[arg(long, env = "SHORTLINK_BASE_URL", value_parser = parse_base_url)]
+    #[arg(long, env = "SHORTLINK_BASE_URL", value_parser = parse_base_url, global = true)]
     base_url: Option<BaseUrl>,
     /// Allow webhook targets on loopback and private addresses.
-    #[arg(long, env = "SHORTLINK_WEBHOOK_ALLOW_PRIVATE_TARGETS")]
+    #[arg(long, env = "SHORTLINK_WEBHOOK_ALLOW_PRIVATE_TARGETS", global = true)]
     webhook_allow_private_targets: bool,
     /// Delays between webhook delivery attempts, after the first try.
-    #[arg(long, env = "SHORTLINK_WEBHOOK_RETRY_SCHEDULE", default_value_t = RetrySchedule::default())]
+    #[arg(long, env = "SHORTLINK_WEBHOOK_RETRY_SCHEDULE", default_value_t = RetrySchedule::default(), global = true)]
     webhook_retry_schedule: RetrySchedule,
     /// Failed authentications allowed per client address per minute; past it, the address gets
     /// 429 for every request until its budget refills.
-    #[arg(long, env = "SHORTLINK_AUTH_FAILURES_PER_MINUTE", default_value_t = shortlink_http::ratelimit::AUTH_FAILURES_PER_MINUTE,
+    #[arg(long, env = "SHORTLINK_AUTH_FAILURES_PER_MINUTE", default_value_t = shortlink_http::ratelimit::AUTH_FAILURES_PER_MINUTE, global = true,
           value_parser = clap::value_parser!(u32).range(1..))]
     auth_failures_per_minute: u32,
 }
@@ -112,9 +113,9 @@ fn parse_base_url(s: &str) -> Result<BaseUrl, String> {
 
 /// Runs the command the user asked for.
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
-    let command = cli.command.unwrap_or(Command::Serve(cli.serve));
-    if let Command::Serve(args) = command {
-        return serve(cli.database_url, args).await;
+    let command = cli.command.unwrap_or(Command::Serve);
+    if let Command::Serve = command {
+        return serve(cli.database_url, cli.serve).await;
     }
     let store = Store::connect(&cli.database_url, PoolOptions { max_connections: 2 })?;
     store
@@ -122,7 +123,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         .await
         .context("could not prepare the database")?;
     match command {
-        Command::Serve(_) => unreachable!("handled above"),
+        Command::Serve => unreachable!("handled above"),
         Command::Migrate => println!("migrations are up to date"),
         Command::Workspace(WorkspaceCommand::Create { name, rate_limit }) => {
             println!(

@@ -134,7 +134,6 @@ fn an_unsupported_database_url_fails_in_one_line() {
 }
 
 #[test]
-#[ignore = "BUG: `shortlink --database-url URL <subcommand>` is a clap usage error (args_conflicts_with_subcommands also covers the global flag)"]
 fn the_database_url_flag_may_come_before_the_subcommand() {
     let db = TestDatabase::sqlite();
     let out = run(&["--database-url", &db.url, "migrate"]);
