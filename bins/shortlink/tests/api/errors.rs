@@ -1,0 +1,408 @@
+//! The error table: every status and code the contract lists, in its envelope, for the inputs
+//! that must produce it; and the request id every response carries.
+
+use actix_web::ResponseError;
+use reqwest::Method;
+use serde_json::{Value, json};
+use shortlink_http::ApiError;
+use shortlink_storage::testing::TestDatabase;
+
+use crate::helpers::{
+    RawResponse, Setup, TestApp, assert_error, assert_invalid, assert_ok, header, send, text,
+};
+
+#[tokio::test]
+async fn bad_destinations_are_rejected_naming_the_field() {
+    let app = TestApp::spawn().await;
+    let own = format!("{}/somewhere", app.address);
+    let too_long = format!("https://example.com/{}", "a".repeat(8192));
+    let cases = [
+        ("not a url", "not a url"),
+        ("no scheme", "example.com/page"),
+        ("ftp", "ftp://example.com/file"),
+        ("javascript", "javascript:alert(1)"),
+        ("data", "data:text/html,<b>x</b>"),
+        ("no host", "https://"),
+        ("space inside", "https://exa mple.com/"),
+        ("CRLF inside", "https://example.com/\r\nSet-Cookie: a=b"),
+        ("tab inside", "https://example.com/\tpath"),
+        ("trailing newline", "https://example.com/\n"),
+        ("credentials", "https://user:secret@example.com/"),
+        ("user only", "https://user@example.com/"),
+        ("own domain", own.as_str()),
+        ("over 8192 characters", too_long.as_str()),
+        ("empty", ""),
+    ];
+    for (what, destination) in cases {
+        let res = app
+            .post_json("/links", &json!({ "destination": destination }))
+            .await;
+        let error = assert_invalid(res, &["destination"]).await;
+        assert_eq!(
+            error["message"], error["details"][0]["message"],
+            "{what}: the summary is the field's message"
+        );
+    }
+
+    let res = app
+        .post_json("/links", &json!({ "destination": "ftp://example.com/" }))
+        .await;
+    let error = assert_invalid(res, &["destination"]).await;
+    assert_eq!(
+        error["message"],
+        "destination must be an absolute http or https URL"
+    );
+
+    // Missing, or not a string.
+    for body in [
+        json!({}),
+        json!({ "destination": 5 }),
+        json!({ "destination": null }),
+    ] {
+        let res = app.post_json("/links", &body).await;
+        assert_invalid(res, &["destination"]).await;
+    }
+
+    // Exactly 8192 characters is still fine.
+    let longest = format!("https://example.com/{}", "a".repeat(8192 - 20));
+    assert_eq!(longest.len(), 8192);
+    app.create_link(&json!({ "destination": longest })).await;
+}
+
+#[tokio::test]
+async fn bad_custom_slugs_are_rejected_naming_the_field() {
+    let app = TestApp::spawn().await;
+    let too_long = "a".repeat(65);
+    for slug in [
+        too_long.as_str(),
+        "",
+        "has space",
+        "dot.ted",
+        "slash/ed",
+        "ünïcode",
+        "emoji😀",
+        "api",
+        "API",
+        "healthz",
+        "readyz",
+        "docs",
+        "metrics",
+        "static",
+        "link_01JD0000000000000000000000",
+    ] {
+        let res = app
+            .post_json(
+                "/links",
+                &json!({ "destination": "https://example.com/", "customSlug": slug }),
+            )
+            .await;
+        let error = assert_invalid(res, &["customSlug"]).await;
+        assert!(!text(&error["message"]).is_empty(), "{slug}");
+    }
+
+    // Both fields bad: both named.
+    let res = app
+        .post_json(
+            "/links",
+            &json!({ "destination": "nope", "customSlug": "api" }),
+        )
+        .await;
+    assert_invalid(res, &["destination", "customSlug"]).await;
+}
+
+/// A key that is not in the server's key cache yet is looked up in the database while actix
+/// extracts the body. When the body is rejected first, the answer must still be the 400, and
+/// the server must go on serving. Each case gets a server whose connections are not opened yet,
+/// so the lookup surely takes longer than rejecting the body.
+#[tokio::test]
+async fn a_bad_body_on_a_keys_first_request_is_400_and_the_server_survives() {
+    let bodies = [
+        ("text/plain", r#"{"destination":"https://example.com/"}"#),
+        ("application/json", "{not json"),
+        (
+            "application/json",
+            r#"{"destination":"https://example.com/","customslug":"x"}"#,
+        ),
+    ];
+    for (content_type, body) in bodies {
+        let setup = Setup {
+            check_key: false,
+            ..Setup::default()
+        };
+        let app = TestApp::spawn_with(TestDatabase::sqlite(), setup).await;
+        let res = send(
+            app.api(Method::POST, "/links")
+                .header("content-type", content_type)
+                .body(body),
+        )
+        .await;
+        assert_error(res, 400, "VALIDATION_FAILED").await;
+        assert_ok(app.get("/links").await).await;
+    }
+}
+
+#[tokio::test]
+async fn unknown_fields_are_named() {
+    let app = TestApp::spawn().await;
+    let res = app
+        .post_json(
+            "/links",
+            &json!({ "destination": "https://example.com/", "customslug": "typo" }),
+        )
+        .await;
+    let error = assert_invalid(res, &["customslug"]).await;
+    assert!(text(&error["message"]).contains("customslug"), "{error}");
+
+    let code = app.create_code("https://example.com/").await;
+    let res = app
+        .patch_json(
+            &format!("/links/{code}"),
+            &json!({ "destination": "https://example.com/", "clicks": 9 }),
+        )
+        .await;
+    assert_invalid(res, &["clicks"]).await;
+}
+
+#[tokio::test]
+async fn malformed_json_and_wrong_content_types_are_rejected() {
+    let app = TestApp::spawn().await;
+    let post = |content_type: Option<&str>, body: &str| {
+        let mut req = app.api(Method::POST, "/links").body(body.to_owned());
+        if let Some(ct) = content_type {
+            req = req.header("content-type", ct);
+        }
+        send(req)
+    };
+    let valid = r#"{"destination":"https://example.com/"}"#;
+
+    for body in [
+        r#"{"destination":"https://example.com/""#,
+        "{not json",
+        "",
+        "[1,",
+    ] {
+        let res = post(Some("application/json"), body).await;
+        assert_error(res, 400, "VALIDATION_FAILED").await;
+    }
+    let res = post(Some("application/json"), "[]").await;
+    assert_error(res, 400, "VALIDATION_FAILED").await;
+
+    for content_type in [
+        Some("text/plain"),
+        Some("application/x-www-form-urlencoded"),
+        Some("application/jsonx"),
+        None,
+    ] {
+        let res = post(content_type, valid).await;
+        assert_error(res, 400, "VALIDATION_FAILED").await;
+    }
+
+    for content_type in [
+        "application/json; charset=utf-8",
+        "application/json;charset=UTF-8",
+        "Application/JSON",
+    ] {
+        assert_ok(post(Some(content_type), valid).await).await;
+    }
+}
+
+#[tokio::test]
+async fn bad_query_parameters_are_named() {
+    let app = TestApp::spawn().await;
+    for (query, field) in [
+        ("limit=0", "limit"),
+        ("limit=101", "limit"),
+        ("limit=-1", "limit"),
+        ("limit=abc", "limit"),
+        ("limit=", "limit"),
+        ("cursor=garbage", "cursor"),
+        ("cursor=link_", "cursor"),
+    ] {
+        let res = app.get(&format!("/links?{query}")).await;
+        assert_invalid(res, &[field]).await;
+    }
+    for query in ["limit=1", "limit=100"] {
+        assert_ok(app.get(&format!("/links?{query}")).await).await;
+    }
+}
+
+#[tokio::test]
+async fn unknown_links_and_routes_are_404() {
+    let app = TestApp::spawn().await;
+    for path in [
+        "/links/nope",
+        "/links/link_01JD0000000000000000000000",
+        "/links/link_x",
+    ] {
+        let error = assert_error(app.get(path).await, 404, "NOT_FOUND").await;
+        assert_eq!(error["message"], "link not found");
+    }
+    for path in ["/nope", "/links/a/b", "/v2/links"] {
+        assert_error(app.get(path).await, 404, "NOT_FOUND").await;
+    }
+    // Without a key too: an unknown route is not a secret.
+    let res = send(app.client.get(app.url("/api/v1/nope"))).await;
+    assert_error(res, 404, "NOT_FOUND").await;
+    let res = send(app.client.get(app.url("/api/v2/links"))).await;
+    assert_eq!(res.status(), 404);
+}
+
+#[tokio::test]
+async fn known_routes_with_wrong_methods_are_405() {
+    let app = TestApp::spawn().await;
+    for (method, path) in [
+        (Method::PUT, "/links"),
+        (Method::DELETE, "/links"),
+        (Method::GET, "/links/bulk"),
+        (Method::PUT, "/links/abc"),
+        (Method::POST, "/qr"),
+        (Method::PATCH, "/webhooks"),
+    ] {
+        let res = send(app.api(method.clone(), path)).await;
+        assert_error(res, 405, "METHOD_NOT_ALLOWED").await;
+    }
+}
+
+/// Sent by hand: the server answers as soon as it knows the body is too large and stops
+/// reading, which an HTTP client still busy writing may report as a broken pipe instead of the
+/// answer.
+#[tokio::test]
+async fn bodies_over_one_mebibyte_are_413() {
+    let app = TestApp::spawn().await;
+    let limit = 1024 * 1024;
+    let assert_413 = |res: RawResponse, what: &str| {
+        assert_eq!(res.status, 413, "{what}: {res:?}");
+        assert!(
+            res.headers.iter().any(|h| h.starts_with("x-request-id: ")),
+            "{what}: {res:?}"
+        );
+        let body: Value = serde_json::from_str(&res.body).expect("the body is JSON");
+        assert_eq!(
+            body,
+            json!({
+                "status": "error",
+                "success": false,
+                "statusCode": 413,
+                "error": {
+                    "code": "PAYLOAD_TOO_LARGE",
+                    "message": body["error"]["message"],
+                }
+            }),
+            "{what}"
+        );
+        assert!(!text(&body["error"]["message"]).is_empty());
+    };
+
+    // Declared too large: answered before any of the body is sent.
+    for path in ["/api/v1/links", "/api/v1/links/bulk"] {
+        let head = format!(
+            "POST {path} HTTP/1.1\r\nAuthorization: Bearer {}\r\n\
+             Content-Type: application/json\r\nContent-Length: {}",
+            app.key,
+            limit + 1
+        );
+        assert_413(app.raw(&head, b"").await, path);
+    }
+
+    // Streamed without a length: too large once the 1 MiB + 1st byte arrives.
+    let mut chunked = format!("{:x}\r\n", limit + 1).into_bytes();
+    chunked.extend(std::iter::repeat_n(b' ', limit + 1));
+    let head = format!(
+        "POST /api/v1/links HTTP/1.1\r\nAuthorization: Bearer {}\r\n\
+         Content-Type: application/json\r\nTransfer-Encoding: chunked",
+        app.key
+    );
+    assert_413(app.raw(&head, &chunked).await, "chunked");
+
+    // Exactly 1 MiB is read (and judged on its content).
+    let filler = " ".repeat(limit - 2);
+    let body = format!("{{{filler}}}");
+    assert_eq!(body.len(), limit);
+    let res = send(
+        app.api(Method::POST, "/links")
+            .header("content-type", "application/json")
+            .body(body),
+    )
+    .await;
+    assert_invalid(res, &["destination"]).await;
+}
+
+/// A 500 cannot be caused by a client by design, so the table itself is checked: the cause is
+/// logged, never sent.
+#[tokio::test]
+async fn internal_errors_are_500_without_their_cause() {
+    let response =
+        ApiError::Internal("secret: SELECT * FROM api_keys at /src/x.rs:1".into()).error_response();
+    assert_eq!(response.status().as_u16(), 500);
+    let bytes = actix_web::body::to_bytes(response.into_body())
+        .await
+        .expect("the body is in memory");
+    let text = String::from_utf8(bytes.to_vec()).expect("the body is UTF-8");
+    assert!(!text.contains("secret"), "{text}");
+    assert!(!text.contains("SELECT"), "{text}");
+    let body: Value = serde_json::from_str(&text).expect("the body is JSON");
+    assert_eq!(
+        body,
+        json!({
+            "status": "error",
+            "success": false,
+            "statusCode": 500,
+            "error": { "code": "INTERNAL_ERROR", "message": "internal error" }
+        })
+    );
+}
+
+#[tokio::test]
+async fn every_response_carries_a_request_id() {
+    let app = TestApp::spawn().await;
+    let code = app.create_code("https://example.com/").await;
+    let requests = [
+        ("ok", app.api(Method::GET, "/links")),
+        (
+            "created",
+            app.api(Method::POST, "/links")
+                .json(&json!({ "destination": "https://example.com/" })),
+        ),
+        ("invalid", app.api(Method::POST, "/links").json(&json!({}))),
+        ("unauthorized", app.client.get(app.url("/api/v1/links"))),
+        ("api not found", app.api(Method::GET, "/nope")),
+        ("method", app.api(Method::PUT, "/links")),
+        ("redirect", app.client.get(app.url(&format!("/{code}")))),
+        (
+            "redirect head",
+            app.client.head(app.url(&format!("/{code}"))),
+        ),
+        ("unknown code", app.client.get(app.url("/no-such-code"))),
+        ("healthz", app.client.get(app.url("/healthz"))),
+        ("readyz", app.client.get(app.url("/readyz"))),
+        ("qr", app.api(Method::GET, &format!("/qr?shortCode={code}"))),
+    ];
+    for (what, request) in requests {
+        let sent_id = format!("test-{}", what.replace(' ', "-"));
+        let cloned = request
+            .try_clone()
+            .expect("a request without a streamed body");
+        let echoed = send(cloned.header("x-request-id", &sent_id)).await;
+        assert_eq!(
+            header(echoed.headers(), "x-request-id"),
+            Some(sent_id.as_str()),
+            "{what}: echoed"
+        );
+        let generated = send(request).await;
+        let id = header(generated.headers(), "x-request-id")
+            .unwrap_or_else(|| panic!("{what}: no X-Request-Id"));
+        assert!(
+            !id.is_empty() && id != sent_id,
+            "{what}: generated id {id:?}"
+        );
+    }
+
+    // Two requests without an id get two different ones.
+    let a = send(app.client.get(app.url("/healthz"))).await;
+    let b = send(app.client.get(app.url("/healthz"))).await;
+    assert_ne!(
+        header(a.headers(), "x-request-id"),
+        header(b.headers(), "x-request-id")
+    );
+    assert_eq!(assert_ok(a).await["status"], "ok");
+}

@@ -1,0 +1,117 @@
+//! `/healthz` and `/readyz`, and 503 SERVICE_UNAVAILABLE while the database is unreachable, with
+//! recovery once it is back.
+
+use std::path::PathBuf;
+
+use diesel_async::{AsyncConnection, AsyncPgConnection, SimpleAsyncConnection};
+use serde_json::json;
+use shortlink_storage::testing::{TEST_POSTGRES_URL, TestDatabase};
+
+use crate::helpers::{DEADLINE, Setup, TestApp, assert_error, assert_ok, poll, send};
+
+#[tokio::test]
+async fn health_and_readiness_answer_in_the_envelope() {
+    let app = TestApp::spawn().await;
+    let health = assert_ok(send(app.client.get(app.url("/healthz"))).await).await;
+    assert_eq!(health["status"], "ok");
+    let ready = assert_ok(send(app.client.get(app.url("/readyz"))).await).await;
+    assert_eq!(ready["status"], "ok");
+    // Neither needs a key, nor counts against a rate.
+    for _ in 0..3 {
+        let res = send(app.client.get(app.url("/readyz"))).await;
+        assert!(res.headers().get("ratelimit-limit").is_none());
+        assert_ok(res).await;
+    }
+}
+
+/// On SQLite the database is "unreachable" when its file cannot be opened: it is moved away and
+/// a directory takes its place. Connections are opened lazily and the server has opened no
+/// reader yet, so the probe and the key lookup must open one, and fail.
+#[tokio::test]
+async fn an_unopenable_sqlite_file_is_503_until_it_is_back() {
+    let setup = Setup {
+        check_key: false,
+        ..Setup::default()
+    };
+    let app = TestApp::spawn_with(TestDatabase::sqlite(), setup).await;
+    let path = PathBuf::from(
+        app.db
+            .url
+            .strip_prefix("sqlite://")
+            .expect("a SQLite test database"),
+    );
+    let away = path.with_extension("away");
+    std::fs::rename(&path, &away).expect("the database file moves");
+    std::fs::create_dir(&path).expect("a directory takes its place");
+
+    let ready = send(app.client.get(app.url("/readyz"))).await;
+    let error = assert_error(ready, 503, "SERVICE_UNAVAILABLE").await;
+    assert!(!error.to_string().contains(path.to_str().unwrap_or("-")));
+    let api = app.get("/links").await;
+    assert_error(api, 503, "SERVICE_UNAVAILABLE").await;
+    // The liveness probe does not depend on the database.
+    assert_ok(send(app.client.get(app.url("/healthz"))).await).await;
+
+    std::fs::remove_dir(&path).expect("the directory goes");
+    std::fs::rename(&away, &path).expect("the database file is back");
+    assert_ok(send(app.client.get(app.url("/readyz"))).await).await;
+    assert_ok(app.get("/links").await).await;
+}
+
+async fn postgres_admin(sql: &str) {
+    let url = std::env::var(TEST_POSTGRES_URL).expect("only run with PostgreSQL configured");
+    let mut conn = AsyncPgConnection::establish(&url)
+        .await
+        .expect("PostgreSQL answers");
+    conn.batch_execute(sql)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"));
+}
+
+/// On PostgreSQL: the server's database is dropped under it (its connections terminated), then
+/// created again.
+#[tokio::test]
+async fn a_dropped_postgres_database_is_503_until_it_is_back() {
+    let test = concat!(
+        module_path!(),
+        "::a_dropped_postgres_database_is_503_until_it_is_back"
+    );
+    let Some(app) = TestApp::spawn_on_postgres(test).await else {
+        return;
+    };
+    let code = app.create_code("https://example.com/").await;
+    assert_eq!(app.visit(&code).await.status(), 302);
+    assert_ok(app.get("/links").await).await;
+    let name = app
+        .db
+        .url
+        .rsplit('/')
+        .next()
+        .and_then(|s| s.split('?').next())
+        .expect("the URL names its database")
+        .to_owned();
+
+    postgres_admin(&format!("DROP DATABASE {name} WITH (FORCE)")).await;
+    let ready = send(app.client.get(app.url("/readyz"))).await;
+    assert_error(ready, 503, "SERVICE_UNAVAILABLE").await;
+    // The key is still cached, so the request reaches the database, which is gone.
+    assert_error(app.get("/links").await, 503, "SERVICE_UNAVAILABLE").await;
+    assert_error(
+        app.post_json("/links", &json!({ "destination": "https://example.com/" }))
+            .await,
+        503,
+        "SERVICE_UNAVAILABLE",
+    )
+    .await;
+    // A cached redirect keeps working.
+    assert_eq!(app.visit(&code).await.status(), 302);
+
+    postgres_admin(&format!("CREATE DATABASE {name}")).await;
+    let recovered = poll(DEADLINE, || async {
+        let res = send(app.client.get(app.url("/readyz"))).await;
+        (res.status() == 200).then_some(res)
+    })
+    .await
+    .expect("readiness recovers by itself");
+    assert_ok(recovered).await;
+}

@@ -1,0 +1,13 @@
+//! The HTTP API as a client sees it: the real server on a random port, its own database per
+//! test, every contract rule asserted on status, envelope and headers.
+
+mod auth;
+mod bulk;
+mod errors;
+mod health;
+mod helpers;
+mod links;
+mod qr;
+mod rate_limit;
+mod redirect;
+mod webhooks_api;

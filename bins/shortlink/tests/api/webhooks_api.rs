@@ -1,0 +1,208 @@
+//! `/api/v1/webhooks`: registration, reading, deleting, and the deliveries list. Delivery itself
+//! (signatures, retries) is tested with a real receiver elsewhere.
+
+use reqwest::Method;
+use serde_json::{Value, json};
+use shortlink_storage::testing::TestDatabase;
+
+use crate::helpers::{
+    DEADLINE, Setup, TestApp, assert_error, assert_invalid, assert_ok, keys, poll, send, text,
+};
+
+async fn register(app: &TestApp, events: &[&str]) -> Value {
+    // The server's own health check: private targets are allowed in the harness, and what the
+    // target answers does not matter here.
+    let target = app.url("/healthz");
+    assert_ok(
+        app.post_json(
+            "/webhooks",
+            &json!({ "targetUrl": target, "events": events }),
+        )
+        .await,
+    )
+    .await
+}
+
+#[tokio::test]
+async fn registration_returns_the_secret_once() {
+    let app = TestApp::spawn().await;
+    let hook = register(&app, &["link.created", "link.clicked"]).await;
+    let id = text(&hook["id"]);
+    assert!(id.starts_with("wh_") && id.len() == 3 + 26, "{id}");
+    assert_eq!(hook["targetUrl"], app.url("/healthz"));
+    let mut events: Vec<&str> = hook["events"]
+        .as_array()
+        .expect("events is an array")
+        .iter()
+        .map(text)
+        .collect();
+    events.sort_unstable();
+    assert_eq!(events, ["link.clicked", "link.created"]);
+    let secret = text(&hook["secret"]);
+    assert!(secret.starts_with("whsec_"), "{secret}");
+    assert!(secret.len() > "whsec_".len() + 40, "{secret}");
+    crate::helpers::assert_timestamp(text(&hook["createdAt"]));
+
+    let read = assert_ok(app.get(&format!("/webhooks/{id}")).await).await;
+    assert!(read.get("secret").is_none(), "{read}");
+    assert_eq!(read["id"], hook["id"]);
+    assert_eq!(read["targetUrl"], hook["targetUrl"]);
+    let list = assert_ok(app.get("/webhooks").await).await;
+    let list = list.as_array().expect("data is an array");
+    assert_eq!(list.len(), 1);
+    assert!(list[0].get("secret").is_none(), "{}", list[0]);
+    assert_eq!(list[0]["id"], hook["id"]);
+    assert!(!keys(&list[0]).contains(&"secret"));
+}
+
+#[tokio::test]
+async fn bad_registrations_are_400() {
+    let app = TestApp::spawn().await;
+    let target = app.url("/healthz");
+
+    let res = app
+        .post_json(
+            "/webhooks",
+            &json!({ "targetUrl": target, "events": ["link.deleted"] }),
+        )
+        .await;
+    let error = assert_invalid(res, &["events"]).await;
+    assert!(
+        text(&error["message"]).contains("link.created, link.clicked"),
+        "{error}"
+    );
+
+    for body in [
+        json!({ "targetUrl": target, "events": [] }),
+        json!({ "targetUrl": target }),
+        json!({ "targetUrl": target, "events": "link.created" }),
+    ] {
+        let res = app.post_json("/webhooks", &body).await;
+        assert_invalid(res, &["events"]).await;
+    }
+    for target in [
+        "ftp://example.com/",
+        "not a url",
+        "https://exa mple.com/",
+        "",
+    ] {
+        let res = app
+            .post_json(
+                "/webhooks",
+                &json!({ "targetUrl": target, "events": ["link.created"] }),
+            )
+            .await;
+        assert_invalid(res, &["targetUrl"]).await;
+    }
+    let res = app
+        .post_json(
+            "/webhooks",
+            &json!({ "targetUrl": target, "events": ["link.created"], "secret": "mine" }),
+        )
+        .await;
+    assert_invalid(res, &["secret"]).await;
+
+    let list = assert_ok(app.get("/webhooks").await).await;
+    assert_eq!(list, json!([]));
+}
+
+#[tokio::test]
+async fn private_targets_are_refused_unless_allowed() {
+    let setup = Setup {
+        allow_private_targets: false,
+        ..Setup::default()
+    };
+    let app = TestApp::spawn_with(TestDatabase::sqlite(), setup).await;
+    for target in [
+        "http://127.0.0.1/",
+        "http://127.0.0.1:9/hook",
+        "http://localhost/hook",
+        "http://10.0.0.1/",
+        "http://192.168.1.1/",
+        "http://169.254.169.254/latest/meta-data",
+        "http://[::1]/",
+        "http://0.0.0.0/",
+    ] {
+        let res = app
+            .post_json(
+                "/webhooks",
+                &json!({ "targetUrl": target, "events": ["link.created"] }),
+            )
+            .await;
+        assert_invalid(res, &["targetUrl"]).await;
+    }
+    let hook = assert_ok(
+        app.post_json(
+            "/webhooks",
+            &json!({ "targetUrl": "https://hooks.example.com/in", "events": ["link.created"] }),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(hook["targetUrl"], "https://hooks.example.com/in");
+}
+
+#[tokio::test]
+async fn deleted_and_other_workspaces_webhooks_are_404() {
+    let app = TestApp::spawn().await;
+    let hook = register(&app, &["link.created"]).await;
+    let path = format!("/webhooks/{}", text(&hook["id"]));
+
+    let other = app.new_tenant("other", 100).await;
+    for (method, path) in [
+        (Method::GET, path.clone()),
+        (Method::DELETE, path.clone()),
+        (Method::GET, format!("{path}/deliveries")),
+    ] {
+        let res = send(app.api_as(&other.key, method, &path)).await;
+        assert_error(res, 404, "NOT_FOUND").await;
+    }
+    let theirs = assert_ok(send(app.api_as(&other.key, Method::GET, "/webhooks")).await).await;
+    assert_eq!(theirs, json!([]));
+
+    let deleted = assert_ok(app.delete(&path).await).await;
+    assert_eq!(deleted["id"], hook["id"]);
+    assert!(deleted.get("secret").is_none());
+    assert_error(app.get(&path).await, 404, "NOT_FOUND").await;
+    assert_error(app.delete(&path).await, 404, "NOT_FOUND").await;
+    assert_error(
+        app.get(&format!("{path}/deliveries")).await,
+        404,
+        "NOT_FOUND",
+    )
+    .await;
+    assert_eq!(assert_ok(app.get("/webhooks").await).await, json!([]));
+
+    for unknown in ["wh_01JD0000000000000000000000", "nope"] {
+        let res = app.get(&format!("/webhooks/{unknown}")).await;
+        assert_error(res, 404, "NOT_FOUND").await;
+    }
+}
+
+#[tokio::test]
+async fn a_created_link_shows_up_as_a_delivery() {
+    let app = TestApp::spawn().await;
+    let hook = register(&app, &["link.created"]).await;
+    let path = format!("/webhooks/{}/deliveries", text(&hook["id"]));
+    assert_eq!(assert_ok(app.get(&path).await).await, json!([]));
+
+    app.create_code("https://example.com/").await;
+    let deliveries = poll(DEADLINE, || async {
+        let list = assert_ok(app.get(&path).await).await;
+        (list.as_array().is_some_and(|l| !l.is_empty())).then_some(list)
+    })
+    .await
+    .expect("the delivery is listed");
+    let deliveries = deliveries.as_array().expect("data is an array");
+    assert_eq!(deliveries.len(), 1);
+    let delivery = &deliveries[0];
+    assert!(text(&delivery["eventId"]).starts_with("msg_"), "{delivery}");
+    assert_eq!(delivery["type"], "link.created");
+    let state = text(&delivery["state"]);
+    assert!(state == "pending" || state == "delivered", "{delivery}");
+    assert!(delivery["attempts"].as_i64().is_some(), "{delivery}");
+    crate::helpers::assert_timestamp(text(&delivery["createdAt"]));
+    for field in ["lastStatusCode", "lastError", "updatedAt"] {
+        assert!(delivery.get(field).is_some(), "{field}: {delivery}");
+    }
+}
