@@ -15,8 +15,20 @@ pub const MAX_BODY_BYTES: usize = 1024 * 1024;
 
 /// A JSON body: `Content-Type: application/json` (parameters allowed), at most 1 MiB,
 /// deserialised with the path of the first offending field kept for `error.details`.
+///
+/// Extraction itself never fails: actix runs a handler's extractors side by side and answers
+/// with whichever error comes first, and a bad body must not beat a missing API key (401 comes
+/// before 400, and the failed authentication must be counted). The handler reads the outcome
+/// with [`JsonBody::into_inner`] once [`crate::auth::Authenticated`] has succeeded.
 #[derive(Debug)]
-pub struct JsonBody<T>(pub T);
+pub struct JsonBody<T>(Result<T, ApiError>);
+
+impl<T> JsonBody<T> {
+    /// The parsed body, or why it is not acceptable.
+    pub fn into_inner(self) -> Result<T, ApiError> {
+        self.0
+    }
+}
 
 impl<T: DeserializeOwned + 'static> FromRequest for JsonBody<T> {
     type Error = ApiError;
@@ -26,14 +38,18 @@ impl<T: DeserializeOwned + 'static> FromRequest for JsonBody<T> {
         let json = is_json(req);
         let bytes = Bytes::from_request(req, payload);
         Box::pin(async move {
-            if !json {
-                return Err(ApiError::field(
+            // The body is read even when the content type is wrong, so the connection stays
+            // usable for the next request.
+            let bytes = bytes.await.map_err(body_error);
+            let parsed = if json {
+                bytes.and_then(|bytes| parse_json(&bytes))
+            } else {
+                Err(ApiError::field(
                     "Content-Type",
                     "Content-Type must be application/json",
-                ));
-            }
-            let bytes = bytes.await.map_err(body_error)?;
-            parse_json(&bytes).map(JsonBody)
+                ))
+            };
+            Ok(JsonBody(parsed))
         })
     }
 }
@@ -135,16 +151,24 @@ fn missing_field(message: &str) -> Option<&str> {
     backticked(message, "missing field ")
 }
 
-/// The query string, deserialised; a bad parameter is a 400 naming it.
+/// The query string, deserialised; a bad parameter is a 400 naming it. Like [`JsonBody`], the
+/// outcome is read by the handler ([`QueryParams::into_inner`]), after authentication.
 #[derive(Debug)]
-pub struct QueryParams<T>(pub T);
+pub struct QueryParams<T>(Result<T, ApiError>);
+
+impl<T> QueryParams<T> {
+    /// The parsed query, or why it is not acceptable.
+    pub fn into_inner(self) -> Result<T, ApiError> {
+        self.0
+    }
+}
 
 impl<T: DeserializeOwned> FromRequest for QueryParams<T> {
     type Error = ApiError;
     type Future = std::future::Ready<Result<Self, ApiError>>;
 
     fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
-        std::future::ready(parse_query(req.query_string()).map(QueryParams))
+        std::future::ready(Ok(QueryParams(parse_query(req.query_string()))))
     }
 }
 

@@ -195,8 +195,9 @@ async fn store_links(
 async fn create(
     state: Data<AppState>,
     auth: Authenticated,
-    JsonBody(body): JsonBody<CreateLinkRequest>,
+    body: JsonBody<CreateLinkRequest>,
 ) -> Result<HttpResponse, ApiError> {
+    let body = body.into_inner()?;
     let link = validate(&state, &auth, body)?;
     let mut results = store_links(&state, vec![link]).await?;
     let created = results
@@ -210,8 +211,9 @@ async fn create(
 async fn bulk(
     state: Data<AppState>,
     auth: Authenticated,
-    JsonBody(items): JsonBody<Vec<serde_json::Value>>,
+    items: JsonBody<Vec<serde_json::Value>>,
 ) -> Result<HttpResponse, ApiError> {
+    let items = items.into_inner()?;
     if items.is_empty() || items.len() > MAX_BULK {
         return Err(ApiError::invalid(format!(
             "a bulk request must hold 1 to {MAX_BULK} links"
@@ -272,8 +274,9 @@ async fn bulk(
 async fn list(
     state: Data<AppState>,
     auth: Authenticated,
-    QueryParams(query): QueryParams<ListQuery>,
+    query: QueryParams<ListQuery>,
 ) -> Result<HttpResponse, ApiError> {
+    let query = query.into_inner()?;
     query.validate()?;
     let limit = query.limit.unwrap_or(20);
     let before = query
@@ -320,8 +323,9 @@ async fn update(
     state: Data<AppState>,
     auth: Authenticated,
     path: Path<String>,
-    JsonBody(body): JsonBody<UpdateLinkRequest>,
+    body: JsonBody<UpdateLinkRequest>,
 ) -> Result<HttpResponse, ApiError> {
+    let body = body.into_inner()?;
     let destination = Destination::parse(&body.destination, state.base())
         .map_err(|e| ApiError::field("destination", e))?;
     let link = state

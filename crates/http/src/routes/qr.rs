@@ -161,8 +161,9 @@ async fn qr(
     state: Data<AppState>,
     auth: Authenticated,
     req: HttpRequest,
-    QueryParams(query): QueryParams<QrQuery>,
+    query: QueryParams<QrQuery>,
 ) -> Result<HttpResponse, ApiError> {
+    let query = query.into_inner()?;
     let code = query
         .short_code
         .as_deref()

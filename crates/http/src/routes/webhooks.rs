@@ -142,8 +142,9 @@ fn parse_events(events: &[String]) -> Result<Vec<EventKind>, FieldError> {
 async fn create(
     state: Data<AppState>,
     auth: Authenticated,
-    JsonBody(body): JsonBody<CreateWebhookRequest>,
+    body: JsonBody<CreateWebhookRequest>,
 ) -> Result<HttpResponse, ApiError> {
+    let body = body.into_inner()?;
     let target = WebhookTarget::parse(
         &body.target_url,
         state.settings.webhook_allow_private_targets,
