@@ -116,7 +116,6 @@ impl Resolve for GuardedResolver {
 }
 
 #[cfg(test)]
-#[expect(clippy::unwrap_used, reason = "a test fails by panicking")]
 mod tests {
     use super::*;
 

@@ -172,7 +172,6 @@ impl fmt::Display for RetrySchedule {
 }
 
 #[cfg(test)]
-#[expect(clippy::unwrap_used, reason = "a test fails by panicking")]
 mod tests {
     use super::*;
 

@@ -1,5 +1,9 @@
 //! The storage suite: every test runs against SQLite, and against PostgreSQL when
 //! `TEST_POSTGRES_URL` is set, each on a database of its own.
+#![expect(
+    clippy::unwrap_used,
+    reason = "a test fails by panicking, and helpers are part of tests"
+)]
 
 mod deliveries;
 mod links;
