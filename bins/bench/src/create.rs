@@ -9,6 +9,7 @@ use anyhow::Context;
 use serde::Serialize;
 
 use crate::api::{ApiClient, BULK_BATCH};
+use crate::servers::ServerProcess;
 
 /// No connection sends more requests than this in one measurement.
 const MAX_REQUESTS_PER_CONNECTION: u64 = 10_000_000;
@@ -40,21 +41,25 @@ pub struct CreationFigure {
     pub seconds: f64,
     /// Links created per second.
     pub links_per_second: f64,
+    /// Server CPU time per link created, microseconds.
+    pub server_cpu_micros_per_link: f64,
 }
 
-/// Creates links on the server at `addr` with `connections` connections for `duration`.
+/// Creates links on `server` with `connections` connections for `duration`.
 pub async fn measure(
     database: &'static str,
     mode: Mode,
-    addr: SocketAddr,
+    server: &ServerProcess,
     key: &str,
     connections: usize,
     duration: Duration,
 ) -> anyhow::Result<CreationFigure> {
+    let addr = server.addr();
     let mut clients = Vec::with_capacity(connections);
     for _ in 0..connections {
         clients.push(ApiClient::open(addr, key).await?);
     }
+    let server_cpu = server.cpu_time()?;
     let started = Instant::now();
     let end = started + duration;
     let mut tasks = Vec::with_capacity(connections);
@@ -71,6 +76,7 @@ pub async fn measure(
         failed_requests += failed;
     }
     let seconds = started.elapsed().as_secs_f64();
+    let server_cpu = server.cpu_time()?.saturating_sub(server_cpu);
     Ok(CreationFigure {
         database,
         mode,
@@ -79,6 +85,7 @@ pub async fn measure(
         failed_requests,
         seconds,
         links_per_second: links as f64 / seconds,
+        server_cpu_micros_per_link: server_cpu.as_secs_f64() * 1e6 / links.max(1) as f64,
     })
 }
 

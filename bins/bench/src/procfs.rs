@@ -36,6 +36,15 @@ fn parse_cpu_ticks(stat: &str) -> Option<u64> {
     Some(utime + stime)
 }
 
+/// The 1, 5 and 15 minute load averages: how busy the machine was with other work.
+pub fn load_average() -> [f64; 3] {
+    let text = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let mut fields = text
+        .split_whitespace()
+        .map(|f| f.parse().unwrap_or(f64::NAN));
+    [(); 3].map(|()| fields.next().unwrap_or(f64::NAN))
+}
+
 /// CPU model of this machine, from `/proc/cpuinfo`.
 pub fn cpu_model() -> String {
     std::fs::read_to_string("/proc/cpuinfo")

@@ -21,6 +21,22 @@ pub struct Machine {
     pub cpus: usize,
     /// From `/proc/cpuinfo`.
     pub cpu_model: String,
+    /// 1, 5 and 15 minute load averages when the run started: other work on the machine
+    /// takes CPU from both the servers and the load generator.
+    pub load_average_at_start: [f64; 3],
+}
+
+/// How a shortlink database got its links.
+#[derive(Debug, Clone, Serialize)]
+pub struct SeedFigure {
+    /// Links created.
+    pub links: usize,
+    /// `bulk API` or `Store::create_links`.
+    pub via: &'static str,
+    /// Wall time.
+    pub seconds: f64,
+    /// Links per second.
+    pub links_per_second: f64,
 }
 
 /// How the redirect load was run.
@@ -141,6 +157,8 @@ pub struct Summary {
     pub clicks: Vec<ClickReport>,
     /// Creation throughput.
     pub creation: Vec<CreationFigure>,
+    /// How the shortlink databases were filled (a second view of creation cost at scale).
+    pub seeding: Vec<SeedFigure>,
     /// The issue's targets, met or not.
     pub targets: Vec<Target>,
 }
@@ -154,6 +172,7 @@ impl Summary {
         redirect: Vec<RedirectFigure>,
         clicks: Vec<ClickReport>,
         creation: Vec<CreationFigure>,
+        seeding: Vec<SeedFigure>,
     ) -> anyhow::Result<Self> {
         let (base, small) = match redirect.as_slice() {
             [base, small, ..] => (base, small),
@@ -224,6 +243,7 @@ impl Summary {
             ratios,
             clicks,
             creation,
+            seeding,
             targets,
         })
     }
@@ -238,9 +258,11 @@ impl Summary {
         let mut out = String::new();
         let _ = writeln!(
             out,
-            "\nshortlink bench on {} CPUs ({}); {} connections, {:.0} s warm-up, {:.0} s measured\n",
+            "\nshortlink bench on {} CPUs ({}, load average {:.2} at start); {} connections, \
+             {:.0} s warm-up, {:.0} s measured\n",
             self.machine.cpus,
             self.machine.cpu_model,
+            self.machine.load_average_at_start[0],
             self.load.connections,
             self.load.warmup_seconds,
             self.load.duration_seconds
@@ -316,18 +338,28 @@ impl Summary {
         }
         let _ = writeln!(
             out,
-            "\n{:<28} {:>6} {:>12} {:>10} {:>8}",
-            "creation", "conns", "links/s", "links", "failed"
+            "\n{:<28} {:>6} {:>12} {:>10} {:>8} {:>11}",
+            "creation", "conns", "links/s", "links", "failed", "srv µs/link"
         );
         for c in &self.creation {
             let _ = writeln!(
                 out,
-                "{:<28} {:>6} {:>12} {:>10} {:>8}",
+                "{:<28} {:>6} {:>12} {:>10} {:>8} {:>11.1}",
                 format!("{}, {}", mode_name(c.mode), c.database),
                 c.connections,
                 thousands(c.links_per_second),
                 c.links,
-                c.failed_requests
+                c.failed_requests,
+                c.server_cpu_micros_per_link
+            );
+        }
+        for s in &self.seeding {
+            let _ = writeln!(
+                out,
+                "seeding {:>9} links via {:<20} {:>12} links/s",
+                thousands(s.links as f64),
+                s.via,
+                thousands(s.links_per_second)
             );
         }
         let _ = writeln!(

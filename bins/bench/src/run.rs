@@ -17,7 +17,7 @@ use crate::clicks::{self, ClickCheck};
 use crate::create::{self, CreationFigure, Mode};
 use crate::load::{self, LoadResult, LoadSettings};
 use crate::postgres::TempDatabase;
-use crate::report::{ClickReport, LoadConfig, Machine, RedirectFigure, Summary};
+use crate::report::{ClickReport, LoadConfig, Machine, RedirectFigure, SeedFigure, Summary};
 use crate::servers::{self, ServerProcess};
 use crate::{procfs, seed};
 
@@ -80,37 +80,21 @@ pub async fn run(options: &RunOptions) -> anyhow::Result<Summary> {
     let scratch = Scratch::new()?;
     let base = BaseUrl::parse(BASE_URL)?;
 
+    let load_average_at_start = procfs::load_average();
     let mut redirect = vec![baseline(&scratch, options.load).await?];
     let mut click_reports = Vec::new();
-
-    let label = format!("shortlink, {} links", options.links);
-    let (figure, report) = shortlink_redirect(
-        &bin,
-        &scratch,
-        &base,
-        &label,
-        options.links,
-        Seeding::Api,
-        options.load,
-    )
-    .await?;
-    redirect.push(figure);
-    click_reports.push(report);
-
-    if let Some(links) = options.large_links {
+    let mut seeding = Vec::new();
+    let runs = [
+        Some((options.links, Seeding::Api)),
+        options.large_links.map(|links| (links, Seeding::Store)),
+    ];
+    for (links, how) in runs.into_iter().flatten() {
         let label = format!("shortlink, {links} links");
-        let (figure, report) = shortlink_redirect(
-            &bin,
-            &scratch,
-            &base,
-            &label,
-            links,
-            Seeding::Store,
-            options.load,
-        )
-        .await?;
-        redirect.push(figure);
-        click_reports.push(report);
+        let run =
+            shortlink_redirect(&bin, &scratch, &base, &label, links, how, options.load).await?;
+        redirect.push(run.figure);
+        click_reports.push(run.clicks);
+        seeding.push(run.seed);
     }
 
     let sqlite = sqlite_url(&scratch.path("create.db"));
@@ -128,6 +112,7 @@ pub async fn run(options: &RunOptions) -> anyhow::Result<Summary> {
         Machine {
             cpus: std::thread::available_parallelism().map_or(1, usize::from),
             cpu_model: procfs::cpu_model(),
+            load_average_at_start,
         },
         LoadConfig {
             connections: options.load.connections,
@@ -137,6 +122,7 @@ pub async fn run(options: &RunOptions) -> anyhow::Result<Summary> {
         redirect,
         click_reports,
         created,
+        seeding,
     )
 }
 
@@ -180,6 +166,13 @@ enum Seeding {
     Store,
 }
 
+/// What one shortlink redirect run produced.
+struct ShortlinkRun {
+    figure: RedirectFigure,
+    clicks: ClickReport,
+    seed: SeedFigure,
+}
+
 /// shortlink on a fresh SQLite database with `links` links: load, then the click checks.
 async fn shortlink_redirect(
     bin: &Path,
@@ -189,18 +182,17 @@ async fn shortlink_redirect(
     links: usize,
     seeding: Seeding,
     load: LoadSettings,
-) -> anyhow::Result<(RedirectFigure, ClickReport)> {
+) -> anyhow::Result<ShortlinkRun> {
     eprintln!("{label}: preparing the database");
     let url = sqlite_url(&scratch.path(&format!("links-{links}.db")));
     let key = seed::workspace_and_key(bin, &url)?;
+    // Only the seeding itself is timed, not the server's start.
+    let mut seed_time = Duration::ZERO;
     let seeded = match seeding {
         Seeding::Store => {
             let started = Instant::now();
             let codes = seed::through_store(&url, base, links).await?;
-            eprintln!(
-                "  {links} links through Store::create_links in {:.1} s",
-                started.elapsed().as_secs_f64()
-            );
+            seed_time += started.elapsed();
             Some(codes)
         }
         Seeding::Api => None,
@@ -214,13 +206,21 @@ async fn shortlink_redirect(
         None => {
             let started = Instant::now();
             let codes = seed::through_api(addr, &key, links, SEED_CONNECTIONS).await?;
-            eprintln!(
-                "  {links} links through the bulk API in {:.1} s",
-                started.elapsed().as_secs_f64()
-            );
+            seed_time += started.elapsed();
             codes
         }
     };
+    let seconds = seed_time.as_secs_f64();
+    let seed = SeedFigure {
+        links,
+        via: match seeding {
+            Seeding::Api => "bulk API",
+            Seeding::Store => "Store::create_links",
+        },
+        seconds,
+        links_per_second: links as f64 / seconds,
+    };
+    eprintln!("  {links} links through the {} in {seconds:.1} s", seed.via);
 
     eprintln!("{label}: load");
     let paths: Vec<String> = codes.iter().map(|c| format!("/{c}")).collect();
@@ -229,14 +229,15 @@ async fn shortlink_redirect(
         clicks::visible_through_api(addr, &key, &codes, &result.redirects, API_SAMPLE).await?;
     server.stop()?;
     let stored: ClickCheck = clicks::check_stored(&url, &codes, &result.redirects).await?;
-    Ok((
+    Ok(ShortlinkRun {
         figure,
-        ClickReport {
+        clicks: ClickReport {
             run: label.to_owned(),
             api_visible_after_ms: visible.map(|d| d.as_secs_f64() * 1000.0),
             stored,
         },
-    ))
+        seed,
+    })
 }
 
 fn start_shortlink(
@@ -320,15 +321,15 @@ async fn creation(
         let figure = create::measure(
             database,
             mode,
-            addr,
+            &server,
             &key,
             connections,
             options.create_duration,
         )
         .await?;
         eprintln!(
-            "  {mode:?}: {:.0} links/s ({} failed requests)",
-            figure.links_per_second, figure.failed_requests
+            "  {mode:?}: {:.0} links/s, {:.0} µs server CPU per link ({} failed requests)",
+            figure.links_per_second, figure.server_cpu_micros_per_link, figure.failed_requests
         );
         figures.push(figure);
     }
