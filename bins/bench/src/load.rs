@@ -71,11 +71,13 @@ struct ConnectionResult {
     not_redirected: u64,
 }
 
-/// Drives `addr` with GETs of paths picked uniformly at random from `paths`.
+/// Drives `addr` with requests (`method`: GET, or HEAD, which shortlink answers alike without
+/// counting a click) for paths picked uniformly at random from `paths`.
 pub async fn run(
     addr: SocketAddr,
     paths: Arc<Vec<String>>,
     settings: LoadSettings,
+    method: Method,
 ) -> anyhow::Result<LoadResult> {
     anyhow::ensure!(!paths.is_empty(), "no paths to request");
     let redirects: Arc<Vec<AtomicU32>> = Arc::new((0..paths.len()).map(|_| 0.into()).collect());
@@ -86,15 +88,13 @@ pub async fn run(
     let mut tasks = Vec::with_capacity(settings.connections);
     for _ in 0..settings.connections {
         let conn = Connection::open(addr).await?;
-        let (paths, redirects) = (paths.clone(), redirects.clone());
-        tasks.push(tokio::spawn(drive(
-            conn,
+        let target = Target {
             addr,
-            paths,
-            redirects,
-            measure_from,
-            end,
-        )));
+            method: method.clone(),
+            paths: paths.clone(),
+            redirects: redirects.clone(),
+        };
+        tasks.push(tokio::spawn(drive(conn, target, measure_from, end)));
     }
 
     let mut result = LoadResult {
@@ -125,14 +125,26 @@ fn new_histogram() -> anyhow::Result<Histogram<u64>> {
     Ok(Histogram::new_with_bounds(1, MAX_LATENCY_NANOS, 3)?)
 }
 
-async fn drive(
-    mut conn: Connection,
+/// What one connection task sends, and where it counts the answers.
+struct Target {
     addr: SocketAddr,
+    method: Method,
     paths: Arc<Vec<String>>,
     redirects: Arc<Vec<AtomicU32>>,
+}
+
+async fn drive(
+    mut conn: Connection,
+    target: Target,
     measure_from: Instant,
     end: Instant,
 ) -> anyhow::Result<ConnectionResult> {
+    let Target {
+        addr,
+        method,
+        paths,
+        redirects,
+    } = target;
     let mut rng = SmallRng::from_os_rng();
     let mut out = ConnectionResult {
         measured: 0,
@@ -147,7 +159,7 @@ async fn drive(
             break;
         }
         let i = rng.random_range(0..paths.len());
-        match conn.send(Method::GET, &paths[i], None, None).await {
+        match conn.send(method.clone(), &paths[i], None, None).await {
             Ok((status, _)) => {
                 out.total += 1;
                 if status == StatusCode::FOUND {

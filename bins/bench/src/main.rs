@@ -84,6 +84,10 @@ struct RunArgs {
     /// PostgreSQL server for the creation measurement; a fresh database is made and dropped.
     #[arg(long, env = "TEST_POSTGRES_URL")]
     postgres_url: Option<String>,
+    /// Also drive each shortlink database with HEAD (not counted as a click), to tell the cost
+    /// of finding a link from the cost of counting its clicks.
+    #[arg(long)]
+    diagnose: bool,
     /// Where to write the summary [default: target/bench/summary.json in the workspace].
     #[arg(long)]
     output: Option<PathBuf>,
@@ -152,6 +156,7 @@ fn bench(args: RunArgs) -> anyhow::Result<()> {
         bulk_connections: usize::from(args.bulk_connections),
         shortlink: args.shortlink,
         postgres_url: args.postgres_url.filter(|url| !url.is_empty()),
+        diagnose: args.diagnose,
     };
     let output = args.output.unwrap_or_else(default_output);
     let runtime = tokio::runtime::Runtime::new()?;

@@ -151,6 +151,9 @@ pub struct Summary {
     pub load: LoadConfig,
     /// Baseline first, then shortlink with few, then (unless skipped) many links.
     pub redirect: Vec<RedirectFigure>,
+    /// With `--diagnose`: shortlink driven with HEAD, which takes the redirect's path without
+    /// counting a click, so the difference to GET is what counting costs.
+    pub diagnostics: Vec<RedirectFigure>,
     /// Ratios against the baseline and between the shortlink runs.
     pub ratios: Ratios,
     /// Click checks.
@@ -170,6 +173,7 @@ impl Summary {
         machine: Machine,
         load: LoadConfig,
         redirect: Vec<RedirectFigure>,
+        diagnostics: Vec<RedirectFigure>,
         clicks: Vec<ClickReport>,
         creation: Vec<CreationFigure>,
         seeding: Vec<SeedFigure>,
@@ -240,6 +244,7 @@ impl Summary {
             machine,
             load,
             redirect,
+            diagnostics,
             ratios,
             clicks,
             creation,
@@ -279,7 +284,7 @@ impl Summary {
             "gen µs/req",
             "RSS MiB"
         );
-        for r in &self.redirect {
+        for r in self.redirect.iter().chain(&self.diagnostics) {
             let _ = writeln!(
                 out,
                 "{:<28} {:>12} {:>9.3} {:>9.3} {:>8} {:>10.1} {:>10.1} {:>9.1}",

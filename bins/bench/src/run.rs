@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
+use hyper::Method;
 use rand::Rng;
 use rand::distr::Alphanumeric;
 use shortlink_domain::BaseUrl;
@@ -50,6 +51,8 @@ pub struct RunOptions {
     pub shortlink: Option<PathBuf>,
     /// PostgreSQL server for the creation measurement (`TEST_POSTGRES_URL`).
     pub postgres_url: Option<String>,
+    /// Also drive each shortlink database with HEAD, which is not counted.
+    pub diagnose: bool,
 }
 
 /// A directory for this run's databases and logs, removed when dropped.
@@ -74,34 +77,43 @@ impl Drop for Scratch {
     }
 }
 
+/// What every step shares.
+struct Bench<'a> {
+    options: &'a RunOptions,
+    bin: PathBuf,
+    scratch: Scratch,
+    base: BaseUrl,
+}
+
 /// Runs every step and returns the summary.
 pub async fn run(options: &RunOptions) -> anyhow::Result<Summary> {
-    let bin = servers::shortlink_binary(options.shortlink.as_deref())?;
-    let scratch = Scratch::new()?;
-    let base = BaseUrl::parse(BASE_URL)?;
-
+    let bench = Bench {
+        options,
+        bin: servers::shortlink_binary(options.shortlink.as_deref())?,
+        scratch: Scratch::new()?,
+        base: BaseUrl::parse(BASE_URL)?,
+    };
     let load_average_at_start = procfs::load_average();
-    let mut redirect = vec![baseline(&scratch, options.load).await?];
-    let mut click_reports = Vec::new();
-    let mut seeding = Vec::new();
+
+    let mut redirect = vec![bench.baseline().await?];
+    let (mut diagnostics, mut click_reports, mut seeding) = (Vec::new(), Vec::new(), Vec::new());
     let runs = [
         Some((options.links, Seeding::Api)),
         options.large_links.map(|links| (links, Seeding::Store)),
     ];
-    for (links, how) in runs.into_iter().flatten() {
-        let label = format!("shortlink, {links} links");
-        let run =
-            shortlink_redirect(&bin, &scratch, &base, &label, links, how, options.load).await?;
+    for (links, seeding_via) in runs.into_iter().flatten() {
+        let run = bench.shortlink_redirect(links, seeding_via).await?;
         redirect.push(run.figure);
+        diagnostics.extend(run.head);
         click_reports.push(run.clicks);
         seeding.push(run.seed);
     }
 
-    let sqlite = sqlite_url(&scratch.path("create.db"));
-    let mut created = creation("sqlite", &bin, &scratch, &sqlite, options).await?;
+    let sqlite = sqlite_url(&bench.scratch.path("create.db"));
+    let mut created = bench.creation("sqlite", &sqlite).await?;
     if let Some(admin_url) = &options.postgres_url {
         let db = TempDatabase::create(admin_url).await?;
-        let measured = creation("postgres", &bin, &scratch, db.url(), options).await;
+        let measured = bench.creation("postgres", db.url()).await;
         db.drop_database().await?;
         created.extend(measured?);
     } else {
@@ -120,6 +132,7 @@ pub async fn run(options: &RunOptions) -> anyhow::Result<Summary> {
             duration_seconds: options.load.duration.as_secs_f64(),
         },
         redirect,
+        diagnostics,
         click_reports,
         created,
         seeding,
@@ -128,33 +141,6 @@ pub async fn run(options: &RunOptions) -> anyhow::Result<Summary> {
 
 fn sqlite_url(path: &Path) -> String {
     format!("sqlite://{}", path.display())
-}
-
-/// The bare actix-web server under the same load, with random codes.
-async fn baseline(scratch: &Scratch, load: LoadSettings) -> anyhow::Result<RedirectFigure> {
-    eprintln!("baseline: bare actix-web 302");
-    let addr = servers::free_loopback_addr()?;
-    let mut command = Command::new(std::env::current_exe()?);
-    command
-        .arg("baseline-server")
-        .arg("--listen")
-        .arg(addr.to_string());
-    let mut server = ServerProcess::spawn("baseline", command, addr, scratch.path("baseline.log"))?;
-    server.wait_ready("/healthz").await?;
-    let mut rng = rand::rng();
-    let paths: Vec<String> = (0..BASELINE_CODES)
-        .map(|_| {
-            let code: String = (&mut rng)
-                .sample_iter(Alphanumeric)
-                .take(7)
-                .map(char::from)
-                .collect();
-            format!("/{code}")
-        })
-        .collect();
-    let (_, figure) = drive(&server, "baseline (bare actix-web)", 0, paths, load).await?;
-    server.stop()?;
-    Ok(figure)
 }
 
 /// How a shortlink database gets its links.
@@ -169,170 +155,206 @@ enum Seeding {
 /// What one shortlink redirect run produced.
 struct ShortlinkRun {
     figure: RedirectFigure,
+    head: Option<RedirectFigure>,
     clicks: ClickReport,
     seed: SeedFigure,
 }
 
-/// shortlink on a fresh SQLite database with `links` links: load, then the click checks.
-async fn shortlink_redirect(
-    bin: &Path,
-    scratch: &Scratch,
-    base: &BaseUrl,
-    label: &str,
-    links: usize,
-    seeding: Seeding,
-    load: LoadSettings,
-) -> anyhow::Result<ShortlinkRun> {
-    eprintln!("{label}: preparing the database");
-    let url = sqlite_url(&scratch.path(&format!("links-{links}.db")));
-    let key = seed::workspace_and_key(bin, &url)?;
-    // Only the seeding itself is timed, not the server's start.
-    let mut seed_time = Duration::ZERO;
-    let seeded = match seeding {
-        Seeding::Store => {
-            let started = Instant::now();
-            let codes = seed::through_store(&url, base, links).await?;
-            seed_time += started.elapsed();
-            Some(codes)
-        }
-        Seeding::Api => None,
-    };
-
-    let addr = servers::free_loopback_addr()?;
-    let mut server = start_shortlink(bin, scratch, &url, addr, &format!("links-{links}"))?;
-    server.wait_ready("/healthz").await?;
-    let codes = match seeded {
-        Some(codes) => codes,
-        None => {
-            let started = Instant::now();
-            let codes = seed::through_api(addr, &key, links, SEED_CONNECTIONS).await?;
-            seed_time += started.elapsed();
-            codes
-        }
-    };
-    let seconds = seed_time.as_secs_f64();
-    let seed = SeedFigure {
-        links,
-        via: match seeding {
-            Seeding::Api => "bulk API",
-            Seeding::Store => "Store::create_links",
-        },
-        seconds,
-        links_per_second: links as f64 / seconds,
-    };
-    eprintln!("  {links} links through the {} in {seconds:.1} s", seed.via);
-
-    eprintln!("{label}: load");
-    let paths: Vec<String> = codes.iter().map(|c| format!("/{c}")).collect();
-    let (result, figure) = drive(&server, label, links, paths, load).await?;
-    let visible =
-        clicks::visible_through_api(addr, &key, &codes, &result.redirects, API_SAMPLE).await?;
-    server.stop()?;
-    let stored: ClickCheck = clicks::check_stored(&url, &codes, &result.redirects).await?;
-    Ok(ShortlinkRun {
-        figure,
-        clicks: ClickReport {
-            run: label.to_owned(),
-            api_visible_after_ms: visible.map(|d| d.as_secs_f64() * 1000.0),
-            stored,
-        },
-        seed,
-    })
-}
-
-fn start_shortlink(
-    bin: &Path,
-    scratch: &Scratch,
-    database_url: &str,
-    addr: SocketAddr,
-    log: &str,
-) -> anyhow::Result<ServerProcess> {
-    let mut command = Command::new(bin);
-    command
-        .arg("serve")
-        .arg("--database-url")
-        .arg(database_url)
-        .arg("--listen")
-        .arg(addr.to_string())
-        .arg("--base-url")
-        .arg(BASE_URL);
-    ServerProcess::spawn(
-        "shortlink",
-        command,
-        addr,
-        scratch.path(&format!("{log}.log")),
-    )
-}
-
-/// Runs the load against `server` and gathers its figures, CPU time and peak memory.
-async fn drive(
-    server: &ServerProcess,
-    label: &str,
-    links: usize,
-    paths: Vec<String>,
-    settings: LoadSettings,
-) -> anyhow::Result<(LoadResult, RedirectFigure)> {
-    let me = std::process::id();
-    let (server_cpu, own_cpu) = (server.cpu_time()?, procfs::cpu_time(me)?);
-    let result = load::run(server.addr(), Arc::new(paths), settings).await?;
-    let server_cpu = server.cpu_time()?.saturating_sub(server_cpu);
-    let own_cpu = procfs::cpu_time(me)?.saturating_sub(own_cpu);
-    let figure = RedirectFigure::new(
-        label,
-        links,
-        &result,
-        server.peak_rss_bytes()?,
-        server_cpu,
-        own_cpu,
-    );
-    eprintln!(
-        "  {:.0} req/s, p50 {:.3} ms, p99 {:.3} ms",
-        figure.requests_per_second,
-        figure.p50_micros / 1000.0,
-        figure.p99_micros / 1000.0
-    );
-    Ok((result, figure))
-}
-
-/// Single and bulk creation on a fresh database at `database_url`.
-async fn creation(
-    database: &'static str,
-    bin: &Path,
-    scratch: &Scratch,
-    database_url: &str,
-    options: &RunOptions,
-) -> anyhow::Result<Vec<CreationFigure>> {
-    eprintln!("creation on {database}");
-    let key = seed::workspace_and_key(bin, database_url)?;
-    let addr = servers::free_loopback_addr()?;
-    let mut server = start_shortlink(
-        bin,
-        scratch,
-        database_url,
-        addr,
-        &format!("create-{database}"),
-    )?;
-    server.wait_ready("/healthz").await?;
-    let mut figures = Vec::new();
-    for (mode, connections) in [
-        (Mode::Single, options.create_connections),
-        (Mode::Bulk, options.bulk_connections),
-    ] {
-        let figure = create::measure(
-            database,
-            mode,
-            &server,
-            &key,
-            connections,
-            options.create_duration,
-        )
-        .await?;
-        eprintln!(
-            "  {mode:?}: {:.0} links/s, {:.0} µs server CPU per link ({} failed requests)",
-            figure.links_per_second, figure.server_cpu_micros_per_link, figure.failed_requests
-        );
-        figures.push(figure);
+impl Bench<'_> {
+    /// The bare actix-web server under the same load, with random codes.
+    async fn baseline(&self) -> anyhow::Result<RedirectFigure> {
+        eprintln!("baseline: bare actix-web 302");
+        let addr = servers::free_loopback_addr()?;
+        let mut command = Command::new(std::env::current_exe()?);
+        command
+            .arg("baseline-server")
+            .arg("--listen")
+            .arg(addr.to_string());
+        let log = self.scratch.path("baseline.log");
+        let mut server = ServerProcess::spawn("baseline", command, addr, log)?;
+        server.wait_ready("/healthz").await?;
+        let mut rng = rand::rng();
+        let paths: Vec<String> = (0..BASELINE_CODES)
+            .map(|_| {
+                let code: String = (&mut rng)
+                    .sample_iter(Alphanumeric)
+                    .take(7)
+                    .map(char::from)
+                    .collect();
+                format!("/{code}")
+            })
+            .collect();
+        let label = "baseline (bare actix-web)";
+        let (_, figure) = self
+            .drive(&server, label, 0, Arc::new(paths), Method::GET)
+            .await?;
+        server.stop()?;
+        Ok(figure)
     }
-    server.stop()?;
-    Ok(figures)
+
+    /// shortlink on a fresh SQLite database with `links` links: load, then the click checks.
+    async fn shortlink_redirect(
+        &self,
+        links: usize,
+        seeding: Seeding,
+    ) -> anyhow::Result<ShortlinkRun> {
+        let label = format!("shortlink, {links} links");
+        eprintln!("{label}: preparing the database");
+        let url = sqlite_url(&self.scratch.path(&format!("links-{links}.db")));
+        let key = seed::workspace_and_key(&self.bin, &url)?;
+        // Only the seeding itself is timed, not the server's start.
+        let mut seed_time = Duration::ZERO;
+        let seeded = match seeding {
+            Seeding::Store => {
+                let started = Instant::now();
+                let codes = seed::through_store(&url, &self.base, links).await?;
+                seed_time += started.elapsed();
+                Some(codes)
+            }
+            Seeding::Api => None,
+        };
+
+        let addr = servers::free_loopback_addr()?;
+        let mut server = self.start_shortlink(&url, addr, &format!("links-{links}"))?;
+        server.wait_ready("/healthz").await?;
+        let codes = match seeded {
+            Some(codes) => codes,
+            None => {
+                let started = Instant::now();
+                let codes = seed::through_api(addr, &key, links, SEED_CONNECTIONS).await?;
+                seed_time += started.elapsed();
+                codes
+            }
+        };
+        let seconds = seed_time.as_secs_f64();
+        let seed = SeedFigure {
+            links,
+            via: match seeding {
+                Seeding::Api => "bulk API",
+                Seeding::Store => "Store::create_links",
+            },
+            seconds,
+            links_per_second: links as f64 / seconds,
+        };
+        eprintln!("  {links} links through {} in {seconds:.1} s", seed.via);
+
+        eprintln!("{label}: load");
+        let paths: Arc<Vec<String>> = Arc::new(codes.iter().map(|c| format!("/{c}")).collect());
+        let (result, figure) = self
+            .drive(&server, &label, links, paths.clone(), Method::GET)
+            .await?;
+        let visible =
+            clicks::visible_through_api(addr, &key, &codes, &result.redirects, API_SAMPLE).await?;
+        // HEAD takes the same path without counting: the difference to GET is the cost of
+        // counting clicks. The stored check below also proves HEAD was not counted.
+        let head = if self.options.diagnose {
+            eprintln!("{label}: load with HEAD (not counted)");
+            let label = format!("{label}, HEAD");
+            let (_, figure) = self
+                .drive(&server, &label, links, paths, Method::HEAD)
+                .await?;
+            Some(figure)
+        } else {
+            None
+        };
+        server.stop()?;
+        let stored: ClickCheck = clicks::check_stored(&url, &codes, &result.redirects).await?;
+        Ok(ShortlinkRun {
+            figure,
+            head,
+            clicks: ClickReport {
+                run: label,
+                api_visible_after_ms: visible.map(|d| d.as_secs_f64() * 1000.0),
+                stored,
+            },
+            seed,
+        })
+    }
+
+    fn start_shortlink(
+        &self,
+        database_url: &str,
+        addr: SocketAddr,
+        log: &str,
+    ) -> anyhow::Result<ServerProcess> {
+        let mut command = Command::new(&self.bin);
+        command
+            .arg("serve")
+            .arg("--database-url")
+            .arg(database_url)
+            .arg("--listen")
+            .arg(addr.to_string())
+            .arg("--base-url")
+            .arg(BASE_URL);
+        let log = self.scratch.path(&format!("{log}.log"));
+        ServerProcess::spawn("shortlink", command, addr, log)
+    }
+
+    /// Runs the load against `server` and gathers its figures, CPU time and peak memory.
+    async fn drive(
+        &self,
+        server: &ServerProcess,
+        label: &str,
+        links: usize,
+        paths: Arc<Vec<String>>,
+        method: Method,
+    ) -> anyhow::Result<(LoadResult, RedirectFigure)> {
+        let me = std::process::id();
+        let (server_cpu, own_cpu) = (server.cpu_time()?, procfs::cpu_time(me)?);
+        let result = load::run(server.addr(), paths, self.options.load, method).await?;
+        let server_cpu = server.cpu_time()?.saturating_sub(server_cpu);
+        let own_cpu = procfs::cpu_time(me)?.saturating_sub(own_cpu);
+        let figure = RedirectFigure::new(
+            label,
+            links,
+            &result,
+            server.peak_rss_bytes()?,
+            server_cpu,
+            own_cpu,
+        );
+        eprintln!(
+            "  {:.0} req/s, p50 {:.3} ms, p99 {:.3} ms, {:.1} µs server CPU per request",
+            figure.requests_per_second,
+            figure.p50_micros / 1000.0,
+            figure.p99_micros / 1000.0,
+            figure.server_cpu_micros_per_request
+        );
+        Ok((result, figure))
+    }
+
+    /// Single and bulk creation on a fresh database at `database_url`.
+    async fn creation(
+        &self,
+        database: &'static str,
+        database_url: &str,
+    ) -> anyhow::Result<Vec<CreationFigure>> {
+        eprintln!("creation on {database}");
+        let key = seed::workspace_and_key(&self.bin, database_url)?;
+        let addr = servers::free_loopback_addr()?;
+        let mut server = self.start_shortlink(database_url, addr, &format!("create-{database}"))?;
+        server.wait_ready("/healthz").await?;
+        let options = self.options;
+        let mut figures = Vec::new();
+        for (mode, connections) in [
+            (Mode::Single, options.create_connections),
+            (Mode::Bulk, options.bulk_connections),
+        ] {
+            let figure = create::measure(
+                database,
+                mode,
+                &server,
+                &key,
+                connections,
+                options.create_duration,
+            )
+            .await?;
+            eprintln!(
+                "  {mode:?}: {:.0} links/s, {:.0} µs server CPU per link ({} failed requests)",
+                figure.links_per_second, figure.server_cpu_micros_per_link, figure.failed_requests
+            );
+            figures.push(figure);
+        }
+        server.stop()?;
+        Ok(figures)
+    }
 }
