@@ -5,11 +5,11 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use anyhow::Context;
 use serde::Serialize;
 
 use crate::api::{ApiClient, BULK_BATCH};
 use crate::servers::ServerProcess;
+use crate::tasks::Tasks;
 
 /// No connection sends more requests than this in one measurement.
 const MAX_REQUESTS_PER_CONNECTION: u64 = 10_000_000;
@@ -62,16 +62,14 @@ pub async fn measure(
     let server_cpu = server.cpu_time()?;
     let started = Instant::now();
     let end = started + duration;
-    let mut tasks = Vec::with_capacity(connections);
+    let mut tasks = Tasks::new();
     for (task, client) in clients.into_iter().enumerate() {
         let key = key.to_owned();
-        tasks.push(tokio::spawn(create_until(
-            client, addr, key, mode, task, end,
-        )));
+        tasks.spawn(create_until(client, addr, key, mode, task, end));
     }
     let (mut links, mut failed_requests) = (0, 0);
-    for task in tasks {
-        let (made, failed) = task.await.context("a creation task panicked")??;
+    for outcome in tasks.join().await? {
+        let (made, failed) = outcome?;
         links += made;
         failed_requests += failed;
     }

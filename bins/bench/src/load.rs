@@ -8,13 +8,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use anyhow::Context;
 use hdrhistogram::Histogram;
 use hyper::{Method, StatusCode};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
 use crate::http::Connection;
+use crate::tasks::Tasks;
 
 /// No connection sends more requests than this in one run, whatever the durations.
 const MAX_REQUESTS_PER_CONNECTION: u64 = 50_000_000;
@@ -85,7 +85,7 @@ pub async fn run(
     let measure_from = start + settings.warmup;
     let end = measure_from + settings.duration;
 
-    let mut tasks = Vec::with_capacity(settings.connections);
+    let mut tasks = Tasks::new();
     for _ in 0..settings.connections {
         let conn = Connection::open(addr).await?;
         let target = Target {
@@ -94,7 +94,7 @@ pub async fn run(
             paths: paths.clone(),
             redirects: redirects.clone(),
         };
-        tasks.push(tokio::spawn(drive(conn, target, measure_from, end)));
+        tasks.spawn(drive(conn, target, measure_from, end));
     }
 
     let mut result = LoadResult {
@@ -106,8 +106,8 @@ pub async fn run(
         not_redirected: 0,
         redirects: Vec::new(),
     };
-    for task in tasks {
-        let part = task.await.context("a load task panicked")??;
+    for part in tasks.join().await? {
+        let part = part?;
         result.measured += part.measured;
         result.total += part.total;
         result.errors += part.errors;

@@ -14,6 +14,7 @@ mod report;
 mod run;
 mod seed;
 mod servers;
+mod tasks;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -15,6 +15,7 @@ use shortlink_domain::{BaseUrl, Destination, LinkId, Timestamp};
 use shortlink_storage::{CreateOutcome, NewLink, PoolOptions, Store};
 
 use crate::api::{ApiClient, BULK_BATCH};
+use crate::tasks::Tasks;
 
 /// The bench workspace's name.
 pub const WORKSPACE: &str = "bench";
@@ -75,11 +76,11 @@ pub async fn through_api(
 ) -> anyhow::Result<Vec<String>> {
     let batches = count.div_ceil(BULK_BATCH);
     let next = Arc::new(AtomicUsize::new(0));
-    let mut tasks = Vec::new();
+    let mut tasks = Tasks::new();
     for _ in 0..connections.clamp(1, batches.max(1)) {
         let mut client = ApiClient::open(addr, key).await?;
         let next = next.clone();
-        tasks.push(tokio::spawn(async move {
+        tasks.spawn(async move {
             let mut made = Vec::new();
             // Each task takes batch numbers until none is left: bounded by `batches`.
             loop {
@@ -91,11 +92,11 @@ pub async fn through_api(
                 let destinations: Vec<String> = range.map(destination).collect();
                 made.extend(client.create_bulk(&destinations).await?);
             }
-        }));
+        });
     }
     let mut codes = Vec::with_capacity(count);
-    for task in tasks {
-        codes.extend(task.await.context("a seeding task panicked")??);
+    for made in tasks.join().await? {
+        codes.extend(made?);
     }
     Ok(codes)
 }
