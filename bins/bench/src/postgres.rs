@@ -1,0 +1,96 @@
+//! A throw-away PostgreSQL database for the creation measurement, on the server that
+//! `TEST_POSTGRES_URL` names: created with a unique name, dropped afterwards.
+
+use anyhow::{Context, bail};
+use diesel_async::{AsyncConnection, AsyncPgConnection, SimpleAsyncConnection};
+
+/// A database created for this run. Call [`TempDatabase::drop_database`] when done.
+pub struct TempDatabase {
+    admin_url: String,
+    name: String,
+    url: String,
+}
+
+impl TempDatabase {
+    /// Creates `shortlink_bench_<pid>_<millis>` on the server of `admin_url`.
+    pub async fn create(admin_url: &str) -> anyhow::Result<Self> {
+        let millis = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)?
+            .as_millis();
+        let name = format!("shortlink_bench_{}_{millis}", std::process::id());
+        let url = with_database(admin_url, &name)?;
+        let mut conn = connect(admin_url).await?;
+        conn.batch_execute(&format!("CREATE DATABASE {name}"))
+            .await
+            .with_context(|| format!("could not create database {name}"))?;
+        Ok(Self {
+            admin_url: admin_url.to_owned(),
+            name,
+            url,
+        })
+    }
+
+    /// Its URL.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// Drops it, disconnecting whoever is still connected.
+    pub async fn drop_database(self) -> anyhow::Result<()> {
+        let mut conn = connect(&self.admin_url).await?;
+        conn.batch_execute(&format!(
+            "DROP DATABASE IF EXISTS {} WITH (FORCE)",
+            self.name
+        ))
+        .await
+        .with_context(|| format!("could not drop database {}", self.name))
+    }
+}
+
+async fn connect(url: &str) -> anyhow::Result<AsyncPgConnection> {
+    AsyncPgConnection::establish(url)
+        .await
+        .context("could not connect to TEST_POSTGRES_URL")
+}
+
+/// `url` with its database name (the path) replaced by `name`, query string kept.
+fn with_database(url: &str, name: &str) -> anyhow::Result<String> {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        bail!("TEST_POSTGRES_URL is not a postgres:// URL");
+    };
+    let (before_query, query) = match rest.split_once('?') {
+        Some((before, query)) => (before, Some(query)),
+        None => (rest, None),
+    };
+    let authority = before_query
+        .split_once('/')
+        .map_or(before_query, |(authority, _)| authority);
+    let mut out = format!("{scheme}://{authority}/{name}");
+    if let Some(query) = query {
+        out.push('?');
+        out.push_str(query);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replaces_only_the_database_name() -> anyhow::Result<()> {
+        let cases = [
+            ("postgres://u@h:5432/postgres", "postgres://u@h:5432/x"),
+            ("postgres://u:p@h", "postgres://u:p@h/x"),
+            (
+                "postgresql://h/db?sslmode=disable",
+                "postgresql://h/x?sslmode=disable",
+            ),
+        ];
+        for (url, want) in cases {
+            assert_eq!(with_database(url, "x")?, want);
+        }
+        assert!(with_database("nonsense", "x").is_err());
+        Ok(())
+    }
+}

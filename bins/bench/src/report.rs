@@ -1,0 +1,431 @@
+//! The summary: every figure of a run, the ratios the targets are stated in, and whether each
+//! target is met; printed as tables and written as JSON.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use anyhow::Context;
+use serde::Serialize;
+
+use crate::clicks::ClickCheck;
+use crate::create::{CreationFigure, Mode};
+use crate::load::LoadResult;
+
+/// Bytes in a MiB.
+const MIB: f64 = 1024.0 * 1024.0;
+
+/// The machine the figures were measured on.
+#[derive(Debug, Clone, Serialize)]
+pub struct Machine {
+    /// Logical CPUs.
+    pub cpus: usize,
+    /// From `/proc/cpuinfo`.
+    pub cpu_model: String,
+    /// 1, 5 and 15 minute load averages when the run started: other work on the machine
+    /// takes CPU from both the servers and the load generator.
+    pub load_average_at_start: [f64; 3],
+}
+
+/// How a shortlink database got its links.
+#[derive(Debug, Clone, Serialize)]
+pub struct SeedFigure {
+    /// Links created.
+    pub links: usize,
+    /// `bulk API` or `Store::create_links`.
+    pub via: &'static str,
+    /// Wall time.
+    pub seconds: f64,
+    /// Links per second.
+    pub links_per_second: f64,
+}
+
+/// How the redirect load was run.
+#[derive(Debug, Clone, Serialize)]
+pub struct LoadConfig {
+    /// Concurrent connections.
+    pub connections: usize,
+    /// Unmeasured warm-up, seconds.
+    pub warmup_seconds: f64,
+    /// Measured period, seconds.
+    pub duration_seconds: f64,
+}
+
+/// One server under the redirect load.
+#[derive(Debug, Clone, Serialize)]
+pub struct RedirectFigure {
+    /// What was driven.
+    pub server: String,
+    /// Links in its database (0 for the baseline).
+    pub links: usize,
+    /// Measured requests per second.
+    pub requests_per_second: f64,
+    /// Median latency, microseconds.
+    pub p50_micros: f64,
+    /// 99th percentile latency, microseconds.
+    pub p99_micros: f64,
+    /// Requests answered in the measured period.
+    pub measured_requests: u64,
+    /// Failed requests (connection errors, timeouts).
+    pub errors: u64,
+    /// Answers other than 302.
+    pub not_redirected: u64,
+    /// The server's peak resident memory, MiB.
+    pub peak_rss_mib: f64,
+    /// Server CPU time per request (warm-up included), microseconds.
+    pub server_cpu_micros_per_request: f64,
+    /// Load generator CPU time per request, microseconds.
+    pub generator_cpu_micros_per_request: f64,
+}
+
+impl RedirectFigure {
+    /// Gathers the figures of one load run.
+    pub fn new(
+        server: &str,
+        links: usize,
+        load: &LoadResult,
+        peak_rss_bytes: u64,
+        server_cpu: std::time::Duration,
+        generator_cpu: std::time::Duration,
+    ) -> Self {
+        let per_request =
+            |cpu: std::time::Duration| cpu.as_secs_f64() * 1e6 / (load.total.max(1) as f64);
+        Self {
+            server: server.to_owned(),
+            links,
+            requests_per_second: load.requests_per_second(),
+            p50_micros: load.latency_micros(0.50),
+            p99_micros: load.latency_micros(0.99),
+            measured_requests: load.measured,
+            errors: load.errors,
+            not_redirected: load.not_redirected,
+            peak_rss_mib: peak_rss_bytes as f64 / MIB,
+            server_cpu_micros_per_request: per_request(server_cpu),
+            generator_cpu_micros_per_request: per_request(generator_cpu),
+        }
+    }
+}
+
+/// The click check of one shortlink run.
+#[derive(Debug, Clone, Serialize)]
+pub struct ClickReport {
+    /// Which run.
+    pub run: String,
+    /// How long the API took to show the sampled counters (`None`: not within the deadline).
+    pub api_visible_after_ms: Option<f64>,
+    /// Every link, read through storage after a graceful stop.
+    pub stored: ClickCheck,
+}
+
+/// The ratios the targets are stated in.
+#[derive(Debug, Clone, Serialize)]
+pub struct Ratios {
+    /// shortlink (10,000 links) requests/s ÷ baseline requests/s.
+    pub throughput_vs_baseline: f64,
+    /// shortlink (10,000 links) p99 ÷ baseline p99.
+    pub p99_vs_baseline: f64,
+    /// shortlink (large) requests/s ÷ shortlink (10,000 links) requests/s.
+    pub large_vs_small_throughput: Option<f64>,
+    /// shortlink (large) requests/s ÷ baseline requests/s.
+    pub large_vs_baseline_throughput: Option<f64>,
+}
+
+/// One target of the performance issue.
+#[derive(Debug, Clone, Serialize)]
+pub struct Target {
+    /// What is measured.
+    pub name: String,
+    /// The bound.
+    pub wanted: String,
+    /// The figure reached.
+    pub reached: String,
+    /// Whether the bound holds.
+    pub met: bool,
+}
+
+/// Everything one run measured.
+#[derive(Debug, Clone, Serialize)]
+pub struct Summary {
+    /// Where.
+    pub machine: Machine,
+    /// How the redirect load was run.
+    pub load: LoadConfig,
+    /// Baseline first, then shortlink with few, then (unless skipped) many links.
+    pub redirect: Vec<RedirectFigure>,
+    /// With `--diagnose`: shortlink driven with HEAD, which takes the redirect's path without
+    /// counting a click, so the difference to GET is what counting costs.
+    pub diagnostics: Vec<RedirectFigure>,
+    /// Ratios against the baseline and between the shortlink runs.
+    pub ratios: Ratios,
+    /// Click checks.
+    pub clicks: Vec<ClickReport>,
+    /// Creation throughput.
+    pub creation: Vec<CreationFigure>,
+    /// How the shortlink databases were filled (a second view of creation cost at scale).
+    pub seeding: Vec<SeedFigure>,
+    /// The issue's targets, met or not.
+    pub targets: Vec<Target>,
+}
+
+impl Summary {
+    /// Computes ratios and targets from the figures. `redirect` holds the baseline, shortlink
+    /// with few links and optionally shortlink with many.
+    pub fn new(
+        machine: Machine,
+        load: LoadConfig,
+        redirect: Vec<RedirectFigure>,
+        diagnostics: Vec<RedirectFigure>,
+        clicks: Vec<ClickReport>,
+        creation: Vec<CreationFigure>,
+        seeding: Vec<SeedFigure>,
+    ) -> anyhow::Result<Self> {
+        let (base, small) = match redirect.as_slice() {
+            [base, small, ..] => (base, small),
+            _ => anyhow::bail!("the summary needs the baseline and a shortlink run"),
+        };
+        let large = redirect.get(2);
+        let ratios = Ratios {
+            throughput_vs_baseline: small.requests_per_second / base.requests_per_second,
+            p99_vs_baseline: small.p99_micros / base.p99_micros,
+            large_vs_small_throughput: large
+                .map(|l| l.requests_per_second / small.requests_per_second),
+            large_vs_baseline_throughput: large
+                .map(|l| l.requests_per_second / base.requests_per_second),
+        };
+        let mut targets = vec![
+            Target {
+                name: "redirect throughput vs baseline".into(),
+                wanted: ">= 0.80".into(),
+                reached: format!("{:.2}", ratios.throughput_vs_baseline),
+                met: ratios.throughput_vs_baseline >= 0.80,
+            },
+            Target {
+                name: "redirect p99 vs baseline p99".into(),
+                wanted: "<= 2.00".into(),
+                reached: format!("{:.2}", ratios.p99_vs_baseline),
+                met: ratios.p99_vs_baseline <= 2.0,
+            },
+        ];
+        if let (Some(large), Some(ratio)) = (large, ratios.large_vs_small_throughput) {
+            targets.push(Target {
+                name: format!("{} links: throughput vs {} links", large.links, small.links),
+                wanted: ">= 0.90".into(),
+                reached: format!("{ratio:.2}"),
+                met: ratio >= 0.90,
+            });
+            targets.push(Target {
+                name: format!("{} links: server peak RSS", large.links),
+                wanted: "<= 150 MiB".into(),
+                reached: format!("{:.1} MiB", large.peak_rss_mib),
+                met: large.peak_rss_mib <= 150.0,
+            });
+        }
+        let mismatched: usize = clicks.iter().map(|c| c.stored.mismatch_count).sum();
+        let checked: usize = clicks.iter().map(|c| c.stored.links).sum();
+        targets.push(Target {
+            name: "clicks exact after the load".into(),
+            wanted: "0 mismatches".into(),
+            reached: format!("{mismatched} of {checked} links"),
+            met: mismatched == 0 && checked > 0,
+        });
+        for (mode, bound) in [(Mode::Single, 5_000.0), (Mode::Bulk, 50_000.0)] {
+            if let Some(figure) = creation
+                .iter()
+                .find(|f| f.database == "sqlite" && f.mode == mode)
+            {
+                targets.push(Target {
+                    name: format!("creation, {}, SQLite", mode_name(mode)),
+                    wanted: format!(">= {} links/s", thousands(bound)),
+                    reached: format!("{} links/s", thousands(figure.links_per_second)),
+                    met: figure.links_per_second >= bound,
+                });
+            }
+        }
+        Ok(Self {
+            machine,
+            load,
+            redirect,
+            diagnostics,
+            ratios,
+            clicks,
+            creation,
+            seeding,
+            targets,
+        })
+    }
+
+    /// Whether every link's clicks matched.
+    pub fn clicks_exact(&self) -> bool {
+        self.clicks.iter().all(|c| c.stored.ok())
+    }
+
+    /// The tables, as printed at the end of a run.
+    pub fn to_table(&self) -> String {
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "\nshortlink bench on {} CPUs ({}, load average {:.2} at start); {} connections, \
+             {:.0} s warm-up, {:.0} s measured\n",
+            self.machine.cpus,
+            self.machine.cpu_model,
+            self.machine.load_average_at_start[0],
+            self.load.connections,
+            self.load.warmup_seconds,
+            self.load.duration_seconds
+        );
+        let _ = writeln!(
+            out,
+            "{:<28} {:>12} {:>9} {:>9} {:>8} {:>10} {:>10} {:>9}",
+            "redirect",
+            "req/s",
+            "p50 ms",
+            "p99 ms",
+            "errors",
+            "srv µs/req",
+            "gen µs/req",
+            "RSS MiB"
+        );
+        for r in self.redirect.iter().chain(&self.diagnostics) {
+            let _ = writeln!(
+                out,
+                "{:<28} {:>12} {:>9.3} {:>9.3} {:>8} {:>10.1} {:>10.1} {:>9.1}",
+                r.server,
+                thousands(r.requests_per_second),
+                r.p50_micros / 1000.0,
+                r.p99_micros / 1000.0,
+                r.errors + r.not_redirected,
+                r.server_cpu_micros_per_request,
+                r.generator_cpu_micros_per_request,
+                r.peak_rss_mib
+            );
+        }
+        let _ = writeln!(
+            out,
+            "\nratios: throughput {:.2} × baseline, p99 {:.2} × baseline",
+            self.ratios.throughput_vs_baseline, self.ratios.p99_vs_baseline
+        );
+        if let (Some(large), Some(vs_base)) = (
+            self.ratios.large_vs_small_throughput,
+            self.ratios.large_vs_baseline_throughput,
+        ) {
+            let _ = writeln!(
+                out,
+                "        many links: throughput {large:.2} × the few-links run ({vs_base:.2} × baseline)"
+            );
+        }
+        let _ = writeln!(out, "\nclicks");
+        for c in &self.clicks {
+            let visible = c
+                .api_visible_after_ms
+                .map_or_else(|| "not within 5 s".to_owned(), |ms| format!("{ms:.0} ms"));
+            let _ = writeln!(
+                out,
+                "  {:<26} {} links, {} redirects, {} counted: {} (API showed the sample after {visible})",
+                c.run,
+                thousands(c.stored.links as f64),
+                thousands(c.stored.expected_total as f64),
+                thousands(c.stored.counted_total as f64),
+                if c.stored.ok() {
+                    "OK".to_owned()
+                } else {
+                    format!("{} MISMATCHED", c.stored.mismatch_count)
+                },
+            );
+            for m in &c.stored.mismatches {
+                let counted = m
+                    .counted
+                    .map_or_else(|| "missing".to_owned(), |n| n.to_string());
+                let _ = writeln!(
+                    out,
+                    "    {}: {} redirects, {counted} counted",
+                    m.code, m.expected
+                );
+            }
+        }
+        let _ = writeln!(
+            out,
+            "\n{:<28} {:>6} {:>12} {:>10} {:>8} {:>11}",
+            "creation", "conns", "links/s", "links", "failed", "srv µs/link"
+        );
+        for c in &self.creation {
+            let _ = writeln!(
+                out,
+                "{:<28} {:>6} {:>12} {:>10} {:>8} {:>11.1}",
+                format!("{}, {}", mode_name(c.mode), c.database),
+                c.connections,
+                thousands(c.links_per_second),
+                c.links,
+                c.failed_requests,
+                c.server_cpu_micros_per_link
+            );
+        }
+        for s in &self.seeding {
+            let _ = writeln!(
+                out,
+                "seeding {:>9} links via {:<20} {:>12} links/s",
+                thousands(s.links as f64),
+                s.via,
+                thousands(s.links_per_second)
+            );
+        }
+        let _ = writeln!(
+            out,
+            "\n{:<40} {:>16} {:>20}  met",
+            "target", "wanted", "reached"
+        );
+        for t in &self.targets {
+            let _ = writeln!(
+                out,
+                "{:<40} {:>16} {:>20}  {}",
+                t.name,
+                t.wanted,
+                t.reached,
+                if t.met { "yes" } else { "NO" }
+            );
+        }
+        out
+    }
+
+    /// Writes the summary as JSON to `path`, creating its directory.
+    pub fn write_json(&self, path: &Path) -> anyhow::Result<()> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)
+                .with_context(|| format!("could not create {}", dir.display()))?;
+        }
+        let json = serde_json::to_string_pretty(self)?;
+        std::fs::write(path, json + "\n")
+            .with_context(|| format!("could not write {}", path.display()))
+    }
+}
+
+fn mode_name(mode: Mode) -> &'static str {
+    match mode {
+        Mode::Single => "single",
+        Mode::Bulk => "bulk ×100",
+    }
+}
+
+/// `12345.6` → `"12,346"`.
+fn thousands(value: f64) -> String {
+    let digits = format!("{:.0}", value.max(0.0));
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn groups_thousands() {
+        assert_eq!(thousands(0.4), "0");
+        assert_eq!(thousands(999.0), "999");
+        assert_eq!(thousands(1000.0), "1,000");
+        assert_eq!(thousands(1_234_567.8), "1,234,568");
+    }
+}
