@@ -43,3 +43,8 @@ pub(crate) async fn insert_new_links(c: &mut Conn, rows: Vec<LinkRow>) -> QueryR
 pub(crate) async fn insert_deliveries(c: &mut Conn, rows: Vec<DeliveryRow>) -> QueryResult<usize> {
     diesel::insert_into(d::table).values(rows).execute(c).await
 }
+
+/// Bind placeholders are numbered: `$1`, `$2`, ….
+pub(crate) fn placeholder(n: usize) -> String {
+    format!("${n}")
+}

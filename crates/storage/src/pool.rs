@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use deadpool::Runtime;
 use diesel_async::pooled_connection::deadpool::Pool;
-use diesel_async::pooled_connection::{AsyncDieselConnectionManager, ManagerConfig};
+use diesel_async::pooled_connection::{AsyncDieselConnectionManager, ManagerConfig, RecyclingMethod};
 use diesel_async::{AsyncConnection, AsyncPgConnection, SimpleAsyncConnection};
 use futures_util::FutureExt;
 
@@ -68,6 +68,8 @@ pub(crate) fn postgres(url: &str, size: usize) -> Result<PgPool, StorageError> {
 pub(crate) fn sqlite(path: &str, readers: usize) -> Result<(SqlitePool, SqlitePool), StorageError> {
     let pool = |pragmas: &'static str, size| {
         let mut config = ManagerConfig::<sqlite::Conn>::default();
+        // A local file cannot drop a connection: skip the `SELECT 1` on every checkout.
+        config.recycling_method = RecyclingMethod::Fast;
         config.custom_setup = Box::new(move |url| {
             async move {
                 let mut conn = sqlite::Conn::establish(url).await?;

@@ -74,3 +74,8 @@ pub(crate) async fn insert_deliveries(c: &mut Conn, rows: Vec<DeliveryRow>) -> Q
     })
     .await
 }
+
+/// Bind placeholders are anonymous: `?`.
+pub(crate) fn placeholder(_: usize) -> String {
+    "?".to_owned()
+}

@@ -33,7 +33,7 @@ pub(crate) async fn claim_due(
             let (target, secret): (String, String) = webhooks::table
                 .find(webhook_id)
                 .select((webhooks::target_url, webhooks::secret))
-                .first(c)
+                .get_result(c)
                 .await?;
             claimed.push(ClaimedDelivery {
                 delivery: row.into_domain()?,

@@ -114,7 +114,7 @@ pub(crate) async fn get_link(
     links::table
         .filter(by_ref(workspace, link, domain))
         .select(LinkRow::as_select())
-        .first(c)
+        .get_result(c)
         .await
         .optional()?
         .map(LinkRow::into_domain)
@@ -131,7 +131,7 @@ pub(crate) async fn resolve(
         .filter(links::domain.eq(domain))
         .filter(links::short_code.eq(code))
         .select(LinkRow::as_select())
-        .first(c)
+        .get_result(c)
         .await
         .optional()?
         .map(LinkRow::into_domain)

@@ -41,7 +41,7 @@ pub(crate) async fn get_webhook(
         .filter(webhooks::workspace_id.eq(workspace.to_string()))
         .filter(webhooks::id.eq(id.to_string()))
         .select(WebhookRow::as_select())
-        .first(c)
+        .get_result(c)
         .await
         .optional()?
         .map(WebhookRow::into_domain)

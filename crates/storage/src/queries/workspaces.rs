@@ -51,7 +51,7 @@ pub(crate) async fn find_workspace(
         Err(_) => query.filter(workspaces::name.eq(name_or_id)),
     };
     query
-        .first(c)
+        .get_result(c)
         .await
         .optional()?
         .map(WorkspaceRow::into_domain)
@@ -117,7 +117,7 @@ pub(crate) async fn authenticate(
         .filter(api_keys::key_hash.eq(hash.as_str()))
         .filter(api_keys::revoked_at.is_null())
         .select((api_keys::id, WorkspaceRow::as_select()))
-        .first(c)
+        .get_result(c)
         .await
         .optional()?;
     found
