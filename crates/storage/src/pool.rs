@@ -4,7 +4,9 @@ use std::time::Duration;
 
 use deadpool::Runtime;
 use diesel_async::pooled_connection::deadpool::Pool;
-use diesel_async::pooled_connection::{AsyncDieselConnectionManager, ManagerConfig, RecyclingMethod};
+use diesel_async::pooled_connection::{
+    AsyncDieselConnectionManager, ManagerConfig, RecyclingMethod,
+};
 use diesel_async::{AsyncConnection, AsyncPgConnection, SimpleAsyncConnection};
 use futures_util::FutureExt;
 
@@ -20,6 +22,10 @@ const POOL_TIMEOUT: Duration = Duration::from_secs(5);
 /// drop the last transactions, which is the trade every SQLite-backed service makes for speed.
 const SQLITE_PRAGMAS: &str =
     "PRAGMA busy_timeout = 5000; PRAGMA foreign_keys = ON; PRAGMA synchronous = NORMAL;";
+
+/// Reader connections: they cannot write, so a write sent to the wrong pool fails loudly.
+pub(crate) const SQLITE_READER_PRAGMAS: &str =
+    "PRAGMA busy_timeout = 5000; PRAGMA foreign_keys = ON; PRAGMA query_only = ON;";
 
 /// A statement that runs longer than this is cancelled, so one runaway query cannot hold a
 /// pooled connection forever.
@@ -63,8 +69,7 @@ pub(crate) fn postgres(url: &str, size: usize) -> Result<PgPool, StorageError> {
 
 /// SQLite allows one writer at a time. Writes go through a pool of exactly one connection, so
 /// they queue in the pool instead of contending for the file lock, and reads use their own
-/// connections beside it (WAL lets them run while the writer writes). Reader connections are
-/// `query_only`, so a write sent to the wrong pool fails loudly in tests.
+/// connections beside it (WAL lets them run while the writer writes).
 pub(crate) fn sqlite(path: &str, readers: usize) -> Result<(SqlitePool, SqlitePool), StorageError> {
     let pool = |pragmas: &'static str, size| {
         let mut config = ManagerConfig::<sqlite::Conn>::default();
@@ -86,9 +91,6 @@ pub(crate) fn sqlite(path: &str, readers: usize) -> Result<(SqlitePool, SqlitePo
         )
     };
     let writer = pool(SQLITE_PRAGMAS, 1)?;
-    let readers = pool(
-        "PRAGMA busy_timeout = 5000; PRAGMA foreign_keys = ON; PRAGMA query_only = ON;",
-        readers,
-    )?;
+    let readers = pool(SQLITE_READER_PRAGMAS, readers)?;
     Ok((readers, writer))
 }

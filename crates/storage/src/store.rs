@@ -299,6 +299,23 @@ impl Store {
             .await
     }
 
+    /// On SQLite, the redirect's lookup done synchronously on the calling thread (microseconds,
+    /// no thread handoff); `None` on PostgreSQL, where callers use [`Store::resolve`].
+    pub fn resolve_now(
+        &self,
+        domain: &str,
+        code: &str,
+    ) -> Option<Result<Option<Link>, StorageError>> {
+        match &self.backend {
+            Backend::Sqlite(_) => Some(crate::sqlite::resolve_now(
+                sqlite_path(&self.url)?,
+                domain,
+                code,
+            )),
+            Backend::Postgres(_) => None,
+        }
+    }
+
     /// Up to `limit` of the workspace's links, newest first, older than `before` when given.
     pub async fn list_links(
         &self,

@@ -226,44 +226,42 @@ async fn bulk(
             "each item must be a JSON object",
         ));
     }
-    // Each item is parsed and validated on its own; only valid ones reach the database.
-    let mut results: Vec<Option<Result<LinkView, ApiError>>> = Vec::with_capacity(items.len());
+    // Each item is parsed and validated on its own; only valid ones reach the database, and their
+    // outcomes come back in the same order.
     let mut valid = Vec::new();
-    let mut valid_at = Vec::new();
-    for (i, item) in items.into_iter().enumerate() {
-        match parse_value::<CreateLinkRequest>(item).and_then(|req| validate(&state, &auth, req)) {
-            Ok(link) => {
-                valid.push(link);
-                valid_at.push(i);
-                results.push(None);
-            }
-            Err(e) => results.push(Some(Err(e))),
-        }
+    let checked: Vec<Result<(), ApiError>> = items
+        .into_iter()
+        .map(|item| {
+            valid.push(parse_value(item).and_then(|req| validate(&state, &auth, req))?);
+            Ok(())
+        })
+        .collect();
+    let mut stored = match valid.is_empty() {
+        true => Vec::new(),
+        false => store_links(&state, valid).await?,
     }
-    if !valid.is_empty() {
-        for (i, outcome) in valid_at.into_iter().zip(store_links(&state, valid).await?) {
-            results[i] = Some(outcome);
-        }
-    }
-    let items: Vec<BulkItem> = results
+    .into_iter();
+    let items: Vec<BulkItem> = checked
         .into_iter()
         .enumerate()
-        .map(|(index, result)| match result {
-            Some(Ok(link)) => BulkItem {
-                index,
-                link: Some(link),
-                error: None,
-            },
-            Some(Err(e)) => BulkItem {
-                index,
-                link: None,
-                error: Some(e.body()),
-            },
-            None => BulkItem {
-                index,
-                link: None,
-                error: Some(ApiError::Internal(String::new()).body()),
-            },
+        .map(|(index, checked)| {
+            let outcome = checked.and_then(|()| {
+                stored
+                    .next()
+                    .unwrap_or_else(|| Err(ApiError::Internal("missing bulk outcome".into())))
+            });
+            match outcome {
+                Ok(link) => BulkItem {
+                    index,
+                    link: Some(link),
+                    error: None,
+                },
+                Err(e) => BulkItem {
+                    index,
+                    link: None,
+                    error: Some(e.body()),
+                },
+            }
         })
         .collect();
     Ok(ok(items))

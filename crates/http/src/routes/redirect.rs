@@ -73,7 +73,12 @@ async fn find(state: &AppState, code: &str) -> Result<Option<Arc<RedirectTarget>
     if Slug::parse(code).is_err() {
         return Ok(None);
     }
-    match state.store.resolve(state.domain(), code).await? {
+    // On SQLite the lookup runs right here, which beats handing it to another thread.
+    let found = match state.store.resolve_now(state.domain(), code) {
+        Some(result) => result?,
+        None => state.store.resolve(state.domain(), code).await?,
+    };
+    match found {
         Some(link) => {
             let target = Arc::new(RedirectTarget::from(&link));
             state.links.insert(code, target.clone());

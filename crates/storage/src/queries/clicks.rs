@@ -7,7 +7,7 @@ use diesel::sql_types::{BigInt, Text};
 use diesel_async::{AsyncConnection, RunQueryDsl};
 use shortlink_domain::{BaseUrl, ClickInfo, Event, EventKind, Timestamp};
 
-use super::{Conn, outbox, placeholder};
+use super::{Backend, Conn, outbox, placeholder};
 use crate::rows::LinkRow;
 use crate::schema::links;
 use crate::{ClickBatch, LinkClicks, StorageError};
@@ -47,15 +47,27 @@ pub(crate) async fn record_clicks(
             .collect();
         let mut events = Vec::new();
         for entry in wanted {
-            let Some(row) = rows.get(&entry.link_id.to_string()) else { continue };
+            let Some(row) = rows.get(&entry.link_id.to_string()) else {
+                continue;
+            };
             let link = row.clone().into_domain()?;
             let view = link.view(base);
             // Clicks counted while the batcher was over its detail bound carry no headers.
-            let bare = ClickInfo { timestamp: Timestamp::now(), referrer: None, user_agent: None };
+            let bare = ClickInfo {
+                timestamp: Timestamp::now(),
+                referrer: None,
+                user_agent: None,
+            };
             let missing = entry.count.saturating_sub(entry.clicks.len() as u64);
-            let clicks = entry.clicks.iter().chain(std::iter::repeat_n(&bare, missing as usize));
+            let clicks = entry
+                .clicks
+                .iter()
+                .chain(std::iter::repeat_n(&bare, missing as usize));
             for click in clicks {
-                events.push((link.workspace_id, Event::link_clicked(view.clone(), click.clone())));
+                events.push((
+                    link.workspace_id,
+                    Event::link_clicked(view.clone(), click.clone()),
+                ));
             }
         }
         outbox::write(c, &subs, &events).await
@@ -75,10 +87,12 @@ async fn add_clicks(c: &mut Conn, chunk: &[LinkClicks]) -> Result<(), StorageErr
          UPDATE links SET clicks = links.clicks + v.n FROM v WHERE links.id = v.id",
         values.join(", ")
     );
-    let mut query = diesel::sql_query(sql).into_boxed::<<Conn as diesel_async::AsyncConnectionCore>::Backend>();
+    let mut query = diesel::sql_query(sql).into_boxed::<Backend>();
     for entry in chunk {
         let count = i64::try_from(entry.count).unwrap_or(i64::MAX);
-        query = query.bind::<Text, _>(entry.link_id.to_string()).bind::<BigInt, _>(count);
+        query = query
+            .bind::<Text, _>(entry.link_id.to_string())
+            .bind::<BigInt, _>(count);
     }
     query.execute(c).await?;
     Ok(())

@@ -2,11 +2,12 @@
 
 use std::collections::HashSet;
 
+use diesel::dsl::AsSelect;
 use diesel::prelude::*;
 use diesel_async::{AsyncConnection, RunQueryDsl};
 use shortlink_domain::{BaseUrl, Destination, Event, Link, LinkId, LinkRef, Slug, WorkspaceId};
 
-use super::{Conn, insert_new_links, outbox};
+use super::{Backend, Conn, insert_new_links, outbox};
 use crate::rows::LinkRow;
 use crate::schema::links;
 use crate::{CreateOutcome, NewLink, StorageError};
@@ -127,15 +128,23 @@ pub(crate) async fn resolve(
     domain: &str,
     code: &str,
 ) -> Result<Option<Link>, StorageError> {
-    links::table
-        .filter(links::domain.eq(domain))
-        .filter(links::short_code.eq(code))
-        .select(LinkRow::as_select())
+    by_code(domain, code)
         .get_result(c)
         .await
         .optional()?
         .map(LinkRow::into_domain)
         .transpose()
+}
+
+/// The link with `code` on `domain`, whoever owns it: the one query behind [`resolve`] and
+/// SQLite's synchronous redirect lookup.
+#[diesel::dsl::auto_type]
+pub(crate) fn by_code<'a>(domain: &'a str, code: &'a str) -> _ {
+    let as_select: AsSelect<LinkRow, Backend> = LinkRow::as_select();
+    links::table
+        .filter(links::domain.eq(domain))
+        .filter(links::short_code.eq(code))
+        .select(as_select)
 }
 
 /// Newest first; `before` is the id of the last link of the previous page.

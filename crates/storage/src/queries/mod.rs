@@ -14,6 +14,9 @@ mod webhooks;
 mod workspaces;
 
 pub(crate) use super::{Conn, insert_deliveries, insert_new_links, lock_due, placeholder};
+
+/// The backend the queries are compiled for.
+pub(crate) type Backend = <Conn as diesel_async::AsyncConnectionCore>::Backend;
 pub(crate) use clicks::*;
 pub(crate) use deliveries::*;
 pub(crate) use links::*;
