@@ -3,6 +3,7 @@
 pub mod auth;
 pub mod cache;
 pub mod clicks;
+pub mod create;
 pub mod envelope;
 pub mod error;
 pub mod extract;

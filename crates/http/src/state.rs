@@ -9,6 +9,7 @@ use shortlink_webhooks::WakeHandle;
 use crate::auth::KeyCache;
 use crate::cache::LinkCache;
 use crate::clicks::ClickCounter;
+use crate::create::LinkCreator;
 use crate::ratelimit::{AuthFailureGuard, RateLimiter};
 
 /// Settings the routes need.
@@ -40,10 +41,13 @@ pub struct AppState {
     pub keys: KeyCache,
     /// Woken after events were written to the outbox, so delivery starts at once.
     pub webhooks: WakeHandle,
+    /// Single link creation, written in groups.
+    pub creator: LinkCreator,
 }
 
 impl AppState {
-    /// State with the in-process rate limiter and caches.
+    /// State with the in-process rate limiter and caches. Starts the link writer task, so it must
+    /// be called within a tokio runtime.
     pub fn new(
         store: Store,
         settings: HttpSettings,
@@ -51,6 +55,7 @@ impl AppState {
         webhooks: WakeHandle,
     ) -> Self {
         Self {
+            creator: LinkCreator::spawn(store.clone(), settings.base_url.clone(), webhooks.clone()),
             store,
             auth_failures: AuthFailureGuard::new(settings.auth_failures_per_minute),
             settings,

@@ -20,6 +20,7 @@ on_both_backends!(
     list_is_newest_first_and_pages_cover_every_link_once,
     other_workspaces_cannot_see_or_touch_a_link,
     a_taken_slug_is_a_conflict_in_any_workspace,
+    concurrent_creations_share_transactions_without_losing_conflicts,
 );
 
 async fn create_returns_the_whole_link(app: TestApp) {
@@ -251,4 +252,44 @@ async fn a_taken_slug_is_a_conflict_in_any_workspace(app: TestApp) {
         header(app.visit("launch").await.headers(), "location"),
         Some("https://example.com/")
     );
+}
+
+/// Concurrent creations are written in groups; a slug wanted by many at once goes to exactly one
+/// of them, and every other creation in the same groups still succeeds.
+async fn concurrent_creations_share_transactions_without_losing_conflicts(app: TestApp) {
+    let app = std::sync::Arc::new(app);
+    let requests = (0..40).map(|i| {
+        let app = app.clone();
+        tokio::spawn(async move {
+            let slug = if i % 2 == 0 {
+                "contested".to_owned()
+            } else {
+                format!("own-{i}")
+            };
+            let body =
+                json!({ "destination": format!("https://example.com/{i}"), "customSlug": slug });
+            app.post_json("/links", &body).await.status().as_u16()
+        })
+    });
+    let mut statuses = Vec::new();
+    for request in requests {
+        statuses.push(request.await.unwrap());
+    }
+    assert_eq!(
+        statuses.iter().filter(|s| **s == 200).count(),
+        21,
+        "{statuses:?}"
+    );
+    assert_eq!(
+        statuses.iter().filter(|s| **s == 409).count(),
+        19,
+        "{statuses:?}"
+    );
+    let page = app
+        .get("/links?limit=100")
+        .await
+        .json::<Value>()
+        .await
+        .unwrap();
+    assert_eq!(page["data"]["items"].as_array().unwrap().len(), 21);
 }

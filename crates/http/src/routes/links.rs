@@ -163,7 +163,22 @@ fn validate(
     }
 }
 
-/// Stores links and tells the caches and the webhook worker; outcomes in input order.
+/// What a client learns of one stored link; the cache forgets a negative entry for its code.
+fn outcome(
+    state: &AppState,
+    outcome: CreateOutcome,
+    slug: Option<String>,
+) -> Result<LinkView, ApiError> {
+    match outcome {
+        CreateOutcome::Created(link) => {
+            state.links.invalidate(link.short_code.as_str());
+            Ok(link.view(state.base()))
+        }
+        CreateOutcome::SlugConflict => Err(ApiError::SlugConflict(slug.unwrap_or_default())),
+    }
+}
+
+/// Stores a batch in one transaction; outcomes in input order.
 async fn store_links(
     state: &AppState,
     links: Vec<NewLink>,
@@ -177,13 +192,7 @@ async fn store_links(
     Ok(outcomes
         .into_iter()
         .zip(slugs)
-        .map(|(outcome, slug)| match outcome {
-            CreateOutcome::Created(link) => {
-                state.links.invalidate(link.short_code.as_str());
-                Ok(link.view(state.base()))
-            }
-            CreateOutcome::SlugConflict => Err(ApiError::SlugConflict(slug.unwrap_or_default())),
-        })
+        .map(|(o, slug)| outcome(state, o, slug))
         .collect())
 }
 
@@ -199,11 +208,9 @@ async fn create(
 ) -> Result<HttpResponse, ApiError> {
     let body = body.into_inner()?;
     let link = validate(&state, &auth, body)?;
-    let mut results = store_links(&state, vec![link]).await?;
-    let created = results
-        .pop()
-        .ok_or_else(|| ApiError::Internal("no outcome for a created link".into()))?;
-    Ok(ok(created?))
+    let slug = link.slug.as_ref().map(Slug::to_string);
+    let created = state.creator.create(link).await?;
+    Ok(ok(outcome(&state, created, slug)?))
 }
 
 #[utoipa::path(post, path = "/api/v1/links/bulk", tag = "links", request_body = BulkRequest,
