@@ -83,15 +83,12 @@ pub struct ClickInfo {
     pub user_agent: Option<String>,
 }
 
-/// The body of a webhook delivery: `{"type", "timestamp", "data"}`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(tag = "type", content = "data")]
+/// What happened, and the `data` it carries.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum EventData {
     /// `data` is the Link.
-    #[serde(rename = "link.created")]
     LinkCreated(LinkView),
     /// `data` is `{"link", "click"}`.
-    #[serde(rename = "link.clicked")]
     LinkClicked {
         /// The link as it was when clicked.
         link: LinkView,
@@ -100,14 +97,37 @@ pub enum EventData {
     },
 }
 
-/// One event, as written to the outbox and sent to receivers.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+/// One event, as written to the outbox and sent to receivers: `{"type", "timestamp", "data"}`,
+/// in that order.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Event {
     /// When it happened.
     pub timestamp: Timestamp,
-    /// What happened; serialises as `type` and `data`.
-    #[serde(flatten)]
+    /// What happened.
     pub data: EventData,
+}
+
+impl Serialize for Event {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+
+        #[derive(Serialize)]
+        struct Clicked<'a> {
+            link: &'a LinkView,
+            click: &'a ClickInfo,
+        }
+
+        let mut map = s.serialize_map(Some(3))?;
+        map.serialize_entry("type", &self.kind())?;
+        map.serialize_entry("timestamp", &self.timestamp)?;
+        match &self.data {
+            EventData::LinkCreated(link) => map.serialize_entry("data", link)?,
+            EventData::LinkClicked { link, click } => {
+                map.serialize_entry("data", &Clicked { link, click })?
+            }
+        }
+        map.end()
+    }
 }
 
 impl Event {
