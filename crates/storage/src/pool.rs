@@ -16,10 +16,12 @@ use crate::{StorageError, sqlite};
 /// the database counts as unavailable (503) rather than the request hanging.
 const POOL_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Every SQLite connection: wait for the single writer instead of failing at once, enforce
-/// foreign keys (off by default in SQLite), and fsync at checkpoints only. With WAL,
+/// The writer connection: wait for a lock instead of failing at once, enforce foreign keys (off
+/// by default in SQLite), and fsync at checkpoints only. With WAL,
 /// `synchronous=NORMAL` loses nothing when the process crashes; only an OS crash or power cut can
 /// drop the last transactions, which is the trade every SQLite-backed service makes for speed.
+/// The page cache stays at SQLite's default (2 MiB): 16 MiB for the writer was measured with
+/// `just bench` and gained nothing at a million links while peak RSS rose from 123 to 186 MiB.
 const SQLITE_PRAGMAS: &str =
     "PRAGMA busy_timeout = 5000; PRAGMA foreign_keys = ON; PRAGMA synchronous = NORMAL;";
 
