@@ -14,6 +14,15 @@ use shortlink_domain::{
 use crate::StorageError;
 use crate::schema::{api_keys, links, webhook_deliveries, webhooks, workspaces};
 
+/// What a lookup by a unique key found, as a domain record: `None` when no row matched, an error
+/// when the query failed or the row does not convert.
+pub(crate) fn found<R, T>(
+    row: diesel::QueryResult<R>,
+    into_domain: impl FnOnce(R) -> Result<T, StorageError>,
+) -> Result<Option<T>, StorageError> {
+    row.optional()?.map(into_domain).transpose()
+}
+
 fn corrupt(what: &'static str) -> impl FnOnce() -> StorageError {
     move || StorageError::Corrupt(what)
 }

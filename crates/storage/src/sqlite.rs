@@ -107,13 +107,14 @@ pub(crate) fn resolve_now(
         let conn = readers
             .get_mut(path)
             .ok_or(crate::StorageError::Corrupt("reader"))?;
-        match diesel::RunQueryDsl::get_result(queries::by_code(domain, code), conn).optional() {
-            Ok(row) => row.map(LinkRow::into_domain).transpose(),
-            Err(e) => {
-                // A broken connection is not kept.
-                readers.remove(path);
-                Err(e.into())
-            }
+        let found = crate::rows::found(
+            diesel::RunQueryDsl::get_result(queries::by_code(domain, code), conn),
+            LinkRow::into_domain,
+        );
+        if found.is_err() {
+            // A broken connection is not kept.
+            readers.remove(path);
         }
+        found
     })
 }

@@ -8,7 +8,7 @@ use diesel_async::{AsyncConnection, RunQueryDsl};
 use shortlink_domain::{BaseUrl, Destination, Event, Link, LinkId, LinkRef, Slug, WorkspaceId};
 
 use super::{Backend, Conn, insert_new_links, outbox};
-use crate::rows::LinkRow;
+use crate::rows::{LinkRow, found};
 use crate::schema::links;
 use crate::{CreateOutcome, NewLink, StorageError};
 
@@ -112,14 +112,12 @@ pub(crate) async fn get_link(
     link: &LinkRef,
     domain: &str,
 ) -> Result<Option<Link>, StorageError> {
-    links::table
+    let row = links::table
         .filter(by_ref(workspace, link, domain))
         .select(LinkRow::as_select())
         .get_result(c)
-        .await
-        .optional()?
-        .map(LinkRow::into_domain)
-        .transpose()
+        .await;
+    found(row, LinkRow::into_domain)
 }
 
 /// The redirect's lookup: by domain and code, across workspaces.
@@ -128,12 +126,8 @@ pub(crate) async fn resolve(
     domain: &str,
     code: &str,
 ) -> Result<Option<Link>, StorageError> {
-    by_code(domain, code)
-        .get_result(c)
-        .await
-        .optional()?
-        .map(LinkRow::into_domain)
-        .transpose()
+    let row = by_code(domain, code).get_result(c).await;
+    found(row, LinkRow::into_domain)
 }
 
 /// The link with `code` on `domain`, whoever owns it: the one query behind [`resolve`] and
@@ -179,7 +173,7 @@ pub(crate) async fn update_destination(
     destination: &Destination,
     now: i64,
 ) -> Result<Option<Link>, StorageError> {
-    diesel::update(links::table)
+    let row = diesel::update(links::table)
         .filter(by_ref(workspace, link, domain))
         .set((
             links::destination.eq(destination.as_str()),
@@ -187,10 +181,8 @@ pub(crate) async fn update_destination(
         ))
         .returning(LinkRow::as_returning())
         .get_result(c)
-        .await
-        .optional()?
-        .map(LinkRow::into_domain)
-        .transpose()
+        .await;
+    found(row, LinkRow::into_domain)
 }
 
 pub(crate) async fn delete_link(
@@ -199,12 +191,10 @@ pub(crate) async fn delete_link(
     link: &LinkRef,
     domain: &str,
 ) -> Result<Option<Link>, StorageError> {
-    diesel::delete(links::table)
+    let row = diesel::delete(links::table)
         .filter(by_ref(workspace, link, domain))
         .returning(LinkRow::as_returning())
         .get_result(c)
-        .await
-        .optional()?
-        .map(LinkRow::into_domain)
-        .transpose()
+        .await;
+    found(row, LinkRow::into_domain)
 }

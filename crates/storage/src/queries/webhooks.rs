@@ -6,7 +6,7 @@ use shortlink_domain::{Delivery, Webhook, WebhookId, WorkspaceId};
 
 use super::Conn;
 use crate::StorageError;
-use crate::rows::{DeliveryRow, WebhookRow};
+use crate::rows::{DeliveryRow, WebhookRow, found};
 use crate::schema::{webhook_deliveries, webhooks};
 
 pub(crate) async fn insert_webhook(c: &mut Conn, hook: &Webhook) -> Result<(), StorageError> {
@@ -37,15 +37,13 @@ pub(crate) async fn get_webhook(
     workspace: WorkspaceId,
     id: WebhookId,
 ) -> Result<Option<Webhook>, StorageError> {
-    webhooks::table
+    let row = webhooks::table
         .filter(webhooks::workspace_id.eq(workspace.to_string()))
         .filter(webhooks::id.eq(id.to_string()))
         .select(WebhookRow::as_select())
         .get_result(c)
-        .await
-        .optional()?
-        .map(WebhookRow::into_domain)
-        .transpose()
+        .await;
+    found(row, WebhookRow::into_domain)
 }
 
 /// Deletes the endpoint and, by cascade, its deliveries and their attempts.

@@ -5,7 +5,7 @@ use diesel_async::RunQueryDsl;
 use shortlink_domain::{ApiKey, ApiKeyHash, ApiKeyId, Workspace, WorkspaceId};
 
 use super::Conn;
-use crate::rows::{ApiKeyRow, WorkspaceRow};
+use crate::rows::{ApiKeyRow, WorkspaceRow, found};
 use crate::schema::{api_keys, workspaces};
 use crate::{AuthenticatedKey, StorageError};
 
@@ -50,12 +50,7 @@ pub(crate) async fn find_workspace(
         Ok(id) => query.filter(workspaces::id.eq(id.to_string())),
         Err(_) => query.filter(workspaces::name.eq(name_or_id)),
     };
-    query
-        .get_result(c)
-        .await
-        .optional()?
-        .map(WorkspaceRow::into_domain)
-        .transpose()
+    found(query.get_result(c).await, WorkspaceRow::into_domain)
 }
 
 pub(crate) async fn insert_api_key(
