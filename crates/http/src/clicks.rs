@@ -10,9 +10,11 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use shortlink_domain::{BaseUrl, ClickInfo, LinkId, WorkspaceId};
-use shortlink_storage::{ClickBatch, LinkClicks, Store};
+use shortlink_domain::{BaseUrl, ClickInfo};
+use shortlink_storage::{ClickBatch, CounterKey, LinkClicks, Store};
 use shortlink_webhooks::WakeHandle;
+
+use crate::cache::RedirectTarget;
 
 /// How often recorded clicks are written; the API shows a click within this much (plus the
 /// write itself).
@@ -25,7 +27,7 @@ pub const MAX_DETAILED_CLICKS: usize = 50_000;
 
 #[derive(Default)]
 struct Pending {
-    links: HashMap<LinkId, LinkClicks>,
+    links: HashMap<CounterKey, LinkClicks>,
     detailed: usize,
 }
 
@@ -36,25 +38,24 @@ pub struct ClickCounter {
 }
 
 impl ClickCounter {
-    /// Records one click. `details` runs only while the detail budget lasts.
-    pub fn record(
-        &self,
-        link_id: LinkId,
-        workspace_id: WorkspaceId,
-        details: impl FnOnce() -> ClickInfo,
-    ) {
+    /// Records one click on `link`. `details` runs only while the detail budget lasts.
+    pub fn record(&self, link: &RedirectTarget, details: impl FnOnce() -> ClickInfo) {
         let mut pending = self
             .pending
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let keep_details = pending.detailed < MAX_DETAILED_CLICKS;
         pending.detailed += usize::from(keep_details);
-        let entry = pending.links.entry(link_id).or_insert_with(|| LinkClicks {
-            link_id,
-            workspace_id,
-            count: 0,
-            clicks: Vec::new(),
-        });
+        let entry = pending
+            .links
+            .entry(link.counter)
+            .or_insert_with(|| LinkClicks {
+                counter: link.counter,
+                link_id: link.link_id,
+                workspace_id: link.workspace_id,
+                count: 0,
+                clicks: Vec::new(),
+            });
         entry.count += 1;
         if keep_details {
             entry.clicks.push(details());
@@ -79,13 +80,13 @@ impl ClickCounter {
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         for link in batch.links {
             pending.detailed += link.clicks.len();
-            match pending.links.get_mut(&link.link_id) {
+            match pending.links.get_mut(&link.counter) {
                 Some(entry) => {
                     entry.count += link.count;
                     entry.clicks.extend(link.clicks);
                 }
                 None => {
-                    pending.links.insert(link.link_id, link);
+                    pending.links.insert(link.counter, link);
                 }
             }
         }
@@ -159,7 +160,7 @@ impl ClickCounter {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use shortlink_domain::Timestamp;
+    use shortlink_domain::{Destination, LinkId, Timestamp, WorkspaceId};
 
     fn click() -> ClickInfo {
         ClickInfo {
@@ -172,29 +173,38 @@ mod tests {
     #[test]
     fn counts_merge_per_link_and_survive_a_put_back() {
         let counter = ClickCounter::default();
-        let (a, b, ws) = (
-            LinkId::generate(),
-            LinkId::generate(),
-            WorkspaceId::generate(),
-        );
+        let workspace_id = WorkspaceId::generate();
+        let target = |key| RedirectTarget {
+            counter: CounterKey(key),
+            link_id: LinkId::generate(),
+            workspace_id,
+            destination: Destination::from_trusted("https://example.com/".into()),
+        };
+        let (a, b) = (target(1), target(2));
         for _ in 0..3 {
-            counter.record(a, ws, click);
+            counter.record(&a, click);
         }
-        counter.record(b, ws, click);
+        counter.record(&b, click);
         let batch = counter.take();
         let count = |batch: &ClickBatch, id| {
             batch
                 .links
                 .iter()
-                .find(|l| l.link_id == id)
+                .find(|l| l.counter == id)
                 .map(|l| l.count)
         };
-        assert_eq!((count(&batch, a), count(&batch, b)), (Some(3), Some(1)));
+        assert_eq!(
+            (count(&batch, a.counter), count(&batch, b.counter)),
+            (Some(3), Some(1))
+        );
 
-        counter.record(a, ws, click);
+        counter.record(&a, click);
         counter.put_back(batch);
         let again = counter.take();
-        assert_eq!((count(&again, a), count(&again, b)), (Some(4), Some(1)));
+        assert_eq!(
+            (count(&again, a.counter), count(&again, b.counter)),
+            (Some(4), Some(1))
+        );
         assert_eq!(again.links.iter().map(|l| l.clicks.len()).sum::<usize>(), 5);
         assert!(counter.take().links.is_empty());
     }

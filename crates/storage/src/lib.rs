@@ -13,6 +13,6 @@ pub mod testing;
 
 pub use error::StorageError;
 pub use store::{
-    AuthenticatedKey, ClickBatch, CreateOutcome, DatabaseKind, LinkClicks, NewLink, PoolOptions,
-    Store,
+    AuthenticatedKey, ClickBatch, CounterKey, CreateOutcome, DatabaseKind, LinkClicks, NewLink,
+    PoolOptions, ResolvedLink, Store,
 };

@@ -3,7 +3,7 @@
 use diesel::prelude::*;
 use diesel_async::RunQueryDsl;
 
-use crate::rows::{DeliveryRow, LinkRow};
+use crate::rows::{DeliveryRow, NewLinkRow};
 use crate::schema::{links, webhook_deliveries as d};
 
 pub(crate) type Conn = diesel_async::AsyncPgConnection;
@@ -30,7 +30,10 @@ pub(crate) async fn lock_due(
 }
 
 /// One multi-row `INSERT … ON CONFLICT DO NOTHING RETURNING id`: the ids that were inserted.
-pub(crate) async fn insert_new_links(c: &mut Conn, rows: Vec<LinkRow>) -> QueryResult<Vec<String>> {
+pub(crate) async fn insert_new_links(
+    c: &mut Conn,
+    rows: Vec<NewLinkRow>,
+) -> QueryResult<Vec<String>> {
     diesel::insert_into(links::table)
         .values(rows)
         .on_conflict_do_nothing()

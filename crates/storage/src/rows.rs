@@ -11,8 +11,8 @@ use shortlink_domain::{
     WorkspaceId,
 };
 
-use crate::StorageError;
-use crate::schema::{api_keys, links, webhook_deliveries, webhooks, workspaces};
+use crate::schema::{api_keys, link_clicks, links, webhook_deliveries, webhooks, workspaces};
+use crate::{CounterKey, ResolvedLink, StorageError};
 
 /// What a lookup by a unique key found, as a domain record: `None` when no row matched, an error
 /// when the query failed or the row does not convert.
@@ -94,31 +94,37 @@ impl ApiKeyRow {
     }
 }
 
-#[derive(Queryable, Selectable, Insertable, Clone)]
+/// A link as read: the row joined with its click counter ([`with_clicks`]).
+#[derive(Queryable, Selectable)]
 #[diesel(table_name = links)]
 pub(crate) struct LinkRow {
+    pub seq: i64,
     pub id: String,
     pub workspace_id: String,
     pub domain: String,
     pub short_code: String,
     pub destination: String,
+    #[diesel(select_expression = link_clicks::clicks)]
     pub clicks: i64,
     pub created_at: i64,
     pub updated_at: i64,
 }
 
+/// Links with their counters: every link has exactly one counter row (see the migration
+/// `click_counters`), so an inner join finds each link once.
+#[diesel::dsl::auto_type]
+pub(crate) fn with_clicks() -> _ {
+    links::table.inner_join(link_clicks::table)
+}
+
 impl LinkRow {
-    pub fn from_domain(l: &Link) -> Self {
-        Self {
-            id: l.id.to_string(),
-            workspace_id: l.workspace_id.to_string(),
-            domain: l.domain.clone(),
-            short_code: l.short_code.to_string(),
-            destination: l.destination.to_string(),
-            clicks: l.clicks,
-            created_at: l.created_at.unix_millis(),
-            updated_at: l.created_at.unix_millis(),
-        }
+    /// The link, with the key its clicks are counted under.
+    pub fn resolved(self) -> Result<ResolvedLink, StorageError> {
+        let counter = CounterKey(self.seq);
+        Ok(ResolvedLink {
+            link: self.into_domain()?,
+            counter,
+        })
     }
 
     pub fn into_domain(self) -> Result<Link, StorageError> {
@@ -135,6 +141,33 @@ impl LinkRow {
             clicks: self.clicks,
             created_at: ts(self.created_at),
         })
+    }
+}
+
+/// A link as inserted: the database numbers it and creates its counter.
+#[derive(Insertable, Clone)]
+#[diesel(table_name = links)]
+pub(crate) struct NewLinkRow {
+    pub id: String,
+    pub workspace_id: String,
+    pub domain: String,
+    pub short_code: String,
+    pub destination: String,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+impl NewLinkRow {
+    pub fn from_domain(l: &Link) -> Self {
+        Self {
+            id: l.id.to_string(),
+            workspace_id: l.workspace_id.to_string(),
+            domain: l.domain.clone(),
+            short_code: l.short_code.to_string(),
+            destination: l.destination.to_string(),
+            created_at: l.created_at.unix_millis(),
+            updated_at: l.created_at.unix_millis(),
+        }
     }
 }
 

@@ -22,15 +22,22 @@ diesel::table! {
 }
 
 diesel::table! {
-    links (id) {
+    links (seq) {
+        seq -> BigInt,
         id -> Text,
         workspace_id -> Text,
         domain -> Text,
         short_code -> Text,
         destination -> Text,
-        clicks -> BigInt,
         created_at -> BigInt,
         updated_at -> BigInt,
+    }
+}
+
+diesel::table! {
+    link_clicks (link_seq) {
+        link_seq -> BigInt,
+        clicks -> BigInt,
     }
 }
 
@@ -78,6 +85,7 @@ diesel::table! {
 
 diesel::joinable!(api_keys -> workspaces (workspace_id));
 diesel::joinable!(links -> workspaces (workspace_id));
+diesel::joinable!(link_clicks -> links (link_seq));
 diesel::joinable!(webhooks -> workspaces (workspace_id));
 diesel::joinable!(webhook_deliveries -> webhooks (webhook_id));
 
@@ -85,6 +93,7 @@ diesel::allow_tables_to_appear_in_same_query!(
     workspaces,
     api_keys,
     links,
+    link_clicks,
     webhooks,
     webhook_deliveries,
     webhook_attempts,

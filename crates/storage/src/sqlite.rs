@@ -7,7 +7,7 @@
 use diesel::prelude::*;
 use diesel_async::RunQueryDsl;
 
-use crate::rows::{DeliveryRow, LinkRow};
+use crate::rows::{DeliveryRow, LinkRow, NewLinkRow};
 use crate::schema::webhook_deliveries as d;
 
 pub(crate) type Conn =
@@ -34,7 +34,10 @@ pub(crate) async fn lock_due(
 ///
 /// Written as SQL because diesel runs a batch insert of structs on SQLite row by row, and
 /// there a row skipped by `DO NOTHING` fails the whole statement with `NotFound`.
-pub(crate) async fn insert_new_links(c: &mut Conn, rows: Vec<LinkRow>) -> QueryResult<Vec<String>> {
+pub(crate) async fn insert_new_links(
+    c: &mut Conn,
+    rows: Vec<NewLinkRow>,
+) -> QueryResult<Vec<String>> {
     use diesel::sql_types::{BigInt, Text};
 
     #[derive(QueryableByName)]
@@ -46,9 +49,9 @@ pub(crate) async fn insert_new_links(c: &mut Conn, rows: Vec<LinkRow>) -> QueryR
     if rows.is_empty() {
         return Ok(Vec::new());
     }
-    let placeholders = vec!["(?, ?, ?, ?, ?, ?, ?, ?)"; rows.len()].join(", ");
+    let placeholders = vec!["(?, ?, ?, ?, ?, ?, ?)"; rows.len()].join(", ");
     let sql = format!(
-        "INSERT INTO links (id, workspace_id, domain, short_code, destination, clicks, created_at, \
+        "INSERT INTO links (id, workspace_id, domain, short_code, destination, created_at, \
          updated_at) VALUES {placeholders} ON CONFLICT DO NOTHING RETURNING id"
     );
     let mut query = diesel::sql_query(sql).into_boxed::<diesel::sqlite::Sqlite>();
@@ -59,7 +62,6 @@ pub(crate) async fn insert_new_links(c: &mut Conn, rows: Vec<LinkRow>) -> QueryR
             .bind::<Text, _>(row.domain)
             .bind::<Text, _>(row.short_code)
             .bind::<Text, _>(row.destination)
-            .bind::<BigInt, _>(row.clicks)
             .bind::<BigInt, _>(row.created_at)
             .bind::<BigInt, _>(row.updated_at);
     }
@@ -88,7 +90,7 @@ pub(crate) fn resolve_now(
     path: &str,
     domain: &str,
     code: &str,
-) -> Result<Option<shortlink_domain::Link>, crate::StorageError> {
+) -> Result<Option<crate::ResolvedLink>, crate::StorageError> {
     use std::cell::RefCell;
     use std::collections::HashMap;
 
@@ -109,7 +111,7 @@ pub(crate) fn resolve_now(
             .ok_or(crate::StorageError::Corrupt("reader"))?;
         let found = crate::rows::found(
             diesel::RunQueryDsl::get_result(queries::by_code(domain, code), conn),
-            LinkRow::into_domain,
+            LinkRow::resolved,
         );
         if found.is_err() {
             // A broken connection is not kept.

@@ -75,9 +75,26 @@ pub struct ClickBatch {
     pub links: Vec<LinkClicks>,
 }
 
+/// The key of a link's click counter: the link's row number in this database. A link's counter
+/// is found through this key, not through the link's id, because the counters are written
+/// often and their table is kept narrow (see `docs/PERFORMANCE.md`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct CounterKey(pub i64);
+
+/// The link a redirect follows, with the key its clicks are counted under.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResolvedLink {
+    /// The link.
+    pub link: Link,
+    /// Its click counter.
+    pub counter: CounterKey,
+}
+
 /// The clicks one link received.
 #[derive(Debug, Clone)]
 pub struct LinkClicks {
+    /// The link's click counter (from [`ResolvedLink::counter`]).
+    pub counter: CounterKey,
     /// The link.
     pub link_id: LinkId,
     /// Its workspace (whose webhooks hear of the clicks).
@@ -293,7 +310,11 @@ impl Store {
     }
 
     /// The link a redirect for `code` on `domain` follows, whoever owns it.
-    pub async fn resolve(&self, domain: &str, code: &str) -> Result<Option<Link>, StorageError> {
+    pub async fn resolve(
+        &self,
+        domain: &str,
+        code: &str,
+    ) -> Result<Option<ResolvedLink>, StorageError> {
         let (domain, code) = (domain.to_owned(), code.to_owned());
         self.detached(|s| async move { dispatch!(s, read, resolve(&domain, &code)) })
             .await
@@ -305,7 +326,7 @@ impl Store {
         &self,
         domain: &str,
         code: &str,
-    ) -> Option<Result<Option<Link>, StorageError>> {
+    ) -> Option<Result<Option<ResolvedLink>, StorageError>> {
         match &self.backend {
             Backend::Sqlite(_) => Some(crate::sqlite::resolve_now(
                 sqlite_path(&self.url)?,

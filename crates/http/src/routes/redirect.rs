@@ -46,13 +46,11 @@ async fn redirect(
         return Ok(not_found_page());
     };
     if req.method() == Method::GET && !is_bot(&req) {
-        state
-            .clicks
-            .record(target.link_id, target.workspace_id, || ClickInfo {
-                timestamp: Timestamp::now(),
-                referrer: header_text(&req, header::REFERER),
-                user_agent: header_text(&req, header::USER_AGENT),
-            });
+        state.clicks.record(&target, || ClickInfo {
+            timestamp: Timestamp::now(),
+            referrer: header_text(&req, header::REFERER),
+            user_agent: header_text(&req, header::USER_AGENT),
+        });
     }
     Ok(HttpResponse::Found()
         .insert_header((

@@ -3,12 +3,12 @@
 use std::collections::HashMap;
 
 use diesel::prelude::*;
-use diesel::sql_types::{BigInt, Text};
+use diesel::sql_types::BigInt;
 use diesel_async::{AsyncConnection, RunQueryDsl};
 use shortlink_domain::{BaseUrl, ClickInfo, Event, EventKind, Timestamp};
 
 use super::{Backend, Conn, outbox, placeholder};
-use crate::rows::LinkRow;
+use crate::rows::{LinkRow, with_clicks};
 use crate::schema::links;
 use crate::{ClickBatch, LinkClicks, StorageError};
 
@@ -36,21 +36,21 @@ pub(crate) async fn record_clicks(
         if wanted.is_empty() {
             return Ok(());
         }
-        let ids: Vec<String> = wanted.iter().map(|l| l.link_id.to_string()).collect();
-        let rows: HashMap<String, LinkRow> = links::table
-            .filter(links::id.eq_any(&ids))
+        let keys: Vec<i64> = wanted.iter().map(|l| l.counter.0).collect();
+        let mut rows: HashMap<i64, LinkRow> = with_clicks()
+            .filter(links::seq.eq_any(&keys))
             .select(LinkRow::as_select())
             .load(c)
             .await?
             .into_iter()
-            .map(|row| (row.id.clone(), row))
+            .map(|row| (row.seq, row))
             .collect();
         let mut events = Vec::new();
         for entry in wanted {
-            let Some(row) = rows.get(&entry.link_id.to_string()) else {
+            let Some(row) = rows.remove(&entry.counter.0) else {
                 continue;
             };
-            let link = row.clone().into_domain()?;
+            let link = row.into_domain()?;
             let view = link.view(base);
             // Clicks counted while the batcher was over its detail bound carry no headers.
             let bare = ClickInfo {
@@ -75,23 +75,23 @@ pub(crate) async fn record_clicks(
     .await
 }
 
-/// One statement for many counters:
-/// `WITH v(id, n) AS (VALUES (…), …) UPDATE links SET clicks = links.clicks + v.n FROM v …`.
-/// A statement per link cost a round trip (or, on SQLite, a thread handoff) per clicked link.
+/// One statement for many counters: `WITH v(k, n) AS (VALUES (…), …) UPDATE link_clicks SET
+/// clicks = link_clicks.clicks + v.n FROM v …`. A statement per link cost a round trip (or, on
+/// SQLite, a thread handoff) per clicked link.
 async fn add_clicks(c: &mut Conn, chunk: &[LinkClicks]) -> Result<(), StorageError> {
     let values: Vec<String> = (0..chunk.len())
         .map(|i| format!("({}, {})", placeholder(2 * i + 1), placeholder(2 * i + 2)))
         .collect();
     let sql = format!(
-        "WITH v (id, n) AS (VALUES {}) \
-         UPDATE links SET clicks = links.clicks + v.n FROM v WHERE links.id = v.id",
+        "WITH v (k, n) AS (VALUES {}) UPDATE link_clicks \
+         SET clicks = link_clicks.clicks + v.n FROM v WHERE link_clicks.link_seq = v.k",
         values.join(", ")
     );
     let mut query = diesel::sql_query(sql).into_boxed::<Backend>();
     for entry in chunk {
         let count = i64::try_from(entry.count).unwrap_or(i64::MAX);
         query = query
-            .bind::<Text, _>(entry.link_id.to_string())
+            .bind::<BigInt, _>(entry.counter.0)
             .bind::<BigInt, _>(count);
     }
     query.execute(c).await?;

@@ -8,9 +8,9 @@ use diesel_async::{AsyncConnection, RunQueryDsl};
 use shortlink_domain::{BaseUrl, Destination, Event, Link, LinkId, LinkRef, Slug, WorkspaceId};
 
 use super::{Backend, Conn, insert_new_links, outbox};
-use crate::rows::{LinkRow, found};
+use crate::rows::{LinkRow, NewLinkRow, found, with_clicks};
 use crate::schema::links;
-use crate::{CreateOutcome, NewLink, StorageError};
+use crate::{CreateOutcome, NewLink, ResolvedLink, StorageError};
 
 /// Generated slugs collide with probability ~n/62^7; after this many fresh draws for one link
 /// something else is wrong.
@@ -27,8 +27,8 @@ pub(crate) async fn create_links(
     c.transaction(async |c| -> Result<Vec<CreateOutcome>, StorageError> {
         let mut outcomes: Vec<Option<CreateOutcome>> = vec![None; new.len()];
         let mut seen_custom = HashSet::new();
-        // (input index, row, whether the slug was chosen by the client)
-        let mut pending: Vec<(usize, LinkRow, bool)> = Vec::with_capacity(new.len());
+        // (input index, link, whether the slug was chosen by the client)
+        let mut pending: Vec<(usize, Link, bool)> = Vec::with_capacity(new.len());
         for (i, link) in new.into_iter().enumerate() {
             let custom = link.slug.is_some();
             if let Some(slug) = &link.slug {
@@ -37,17 +37,16 @@ pub(crate) async fn create_links(
                     continue;
                 }
             }
-            let slug = link.slug.unwrap_or_else(Slug::generate);
             let link = Link {
                 id: link.id,
                 workspace_id: link.workspace_id,
                 domain: link.domain,
-                short_code: slug,
+                short_code: link.slug.unwrap_or_else(Slug::generate),
                 destination: link.destination,
                 clicks: 0,
                 created_at: link.created_at,
             };
-            pending.push((i, LinkRow::from_domain(&link), custom));
+            pending.push((i, link, custom));
         }
 
         let mut created = Vec::new();
@@ -55,19 +54,21 @@ pub(crate) async fn create_links(
             if pending.is_empty() {
                 break;
             }
-            let rows: Vec<LinkRow> = pending.iter().map(|(_, row, _)| row.clone()).collect();
+            let rows = pending
+                .iter()
+                .map(|(_, link, _)| NewLinkRow::from_domain(link))
+                .collect();
             let inserted: HashSet<String> = insert_new_links(c, rows).await?.into_iter().collect();
             let mut retry = Vec::new();
-            for (i, mut row, custom) in pending {
-                if inserted.contains(&row.id) {
-                    let link = row.into_domain()?;
+            for (i, mut link, custom) in pending {
+                if inserted.contains(&link.id.to_string()) {
                     created.push((link.workspace_id, Event::link_created(link.view(base))));
                     outcomes[i] = Some(CreateOutcome::Created(link));
                 } else if custom {
                     outcomes[i] = Some(CreateOutcome::SlugConflict);
                 } else {
-                    row.short_code = Slug::generate().into_string();
-                    retry.push((i, row, custom));
+                    link.short_code = Slug::generate();
+                    retry.push((i, link, custom));
                 }
             }
             pending = retry;
@@ -84,25 +85,22 @@ pub(crate) async fn create_links(
     .await
 }
 
+/// The workspace's link `link` refers to, with its counter.
 fn by_ref<'a>(
     workspace: WorkspaceId,
     link: &'a LinkRef,
     domain: &'a str,
-) -> Box<
-    dyn BoxableExpression<
-            links::table,
-            <Conn as diesel_async::AsyncConnectionCore>::Backend,
-            SqlType = diesel::sql_types::Bool,
-        > + 'a,
-> {
-    let in_workspace = links::workspace_id.eq(workspace.to_string());
+) -> diesel::dsl::IntoBoxed<'a, diesel::dsl::Select<with_clicks, AsSelect<LinkRow, Backend>>, Backend>
+{
+    let query = with_clicks()
+        .select(LinkRow::as_select())
+        .filter(links::workspace_id.eq(workspace.to_string()))
+        .into_boxed();
     match link {
-        LinkRef::Id(id) => Box::new(in_workspace.and(links::id.eq(id.to_string()))),
-        LinkRef::Code(code) => Box::new(
-            in_workspace
-                .and(links::domain.eq(domain))
-                .and(links::short_code.eq(code.as_str())),
-        ),
+        LinkRef::Id(id) => query.filter(links::id.eq(id.to_string())),
+        LinkRef::Code(code) => query
+            .filter(links::domain.eq(domain))
+            .filter(links::short_code.eq(code.as_str())),
     }
 }
 
@@ -112,12 +110,10 @@ pub(crate) async fn get_link(
     link: &LinkRef,
     domain: &str,
 ) -> Result<Option<Link>, StorageError> {
-    let row = links::table
-        .filter(by_ref(workspace, link, domain))
-        .select(LinkRow::as_select())
-        .get_result(c)
-        .await;
-    found(row, LinkRow::into_domain)
+    found(
+        by_ref(workspace, link, domain).get_result(c).await,
+        LinkRow::into_domain,
+    )
 }
 
 /// The redirect's lookup: by domain and code, across workspaces.
@@ -125,9 +121,8 @@ pub(crate) async fn resolve(
     c: &mut Conn,
     domain: &str,
     code: &str,
-) -> Result<Option<Link>, StorageError> {
-    let row = by_code(domain, code).get_result(c).await;
-    found(row, LinkRow::into_domain)
+) -> Result<Option<ResolvedLink>, StorageError> {
+    found(by_code(domain, code).get_result(c).await, LinkRow::resolved)
 }
 
 /// The link with `code` on `domain`, whoever owns it: the one query behind [`resolve`] and
@@ -135,7 +130,7 @@ pub(crate) async fn resolve(
 #[diesel::dsl::auto_type]
 pub(crate) fn by_code<'a>(domain: &'a str, code: &'a str) -> _ {
     let as_select: AsSelect<LinkRow, Backend> = LinkRow::as_select();
-    links::table
+    with_clicks()
         .filter(links::domain.eq(domain))
         .filter(links::short_code.eq(code))
         .select(as_select)
@@ -148,7 +143,7 @@ pub(crate) async fn list_links(
     limit: i64,
     before: Option<LinkId>,
 ) -> Result<Vec<Link>, StorageError> {
-    let mut query = links::table
+    let mut query = with_clicks()
         .filter(links::workspace_id.eq(workspace.to_string()))
         .select(LinkRow::as_select())
         .order(links::id.desc())
@@ -173,28 +168,47 @@ pub(crate) async fn update_destination(
     destination: &Destination,
     now: i64,
 ) -> Result<Option<Link>, StorageError> {
-    let row = diesel::update(links::table)
-        .filter(by_ref(workspace, link, domain))
-        .set((
-            links::destination.eq(destination.as_str()),
-            links::updated_at.eq(now),
-        ))
-        .returning(LinkRow::as_returning())
-        .get_result(c)
-        .await;
-    found(row, LinkRow::into_domain)
+    c.transaction(async |c| -> Result<Option<Link>, StorageError> {
+        let Some(mut row) = by_ref(workspace, link, domain)
+            .get_result(c)
+            .await
+            .optional()?
+        else {
+            return Ok(None);
+        };
+        diesel::update(links::table.find(row.seq))
+            .set((
+                links::destination.eq(destination.as_str()),
+                links::updated_at.eq(now),
+            ))
+            .execute(c)
+            .await?;
+        row.destination = destination.to_string();
+        row.updated_at = now;
+        row.into_domain().map(Some)
+    })
+    .await
 }
 
+/// Deletes the link; its counter goes with it (`ON DELETE CASCADE`).
 pub(crate) async fn delete_link(
     c: &mut Conn,
     workspace: WorkspaceId,
     link: &LinkRef,
     domain: &str,
 ) -> Result<Option<Link>, StorageError> {
-    let row = diesel::delete(links::table)
-        .filter(by_ref(workspace, link, domain))
-        .returning(LinkRow::as_returning())
-        .get_result(c)
-        .await;
-    found(row, LinkRow::into_domain)
+    c.transaction(async |c| -> Result<Option<Link>, StorageError> {
+        let Some(row) = by_ref(workspace, link, domain)
+            .get_result(c)
+            .await
+            .optional()?
+        else {
+            return Ok(None);
+        };
+        diesel::delete(links::table.find(row.seq))
+            .execute(c)
+            .await?;
+        row.into_domain().map(Some)
+    })
+    .await
 }

@@ -47,8 +47,15 @@ each_backend!(
             referrer: Some("https://ref.example/".into()),
             user_agent: None,
         };
+        let counter = store
+            .resolve(base().domain(), "x")
+            .await
+            .unwrap()
+            .unwrap()
+            .counter;
         let batch = ClickBatch {
             links: vec![LinkClicks {
+                counter,
                 link_id: link.id,
                 workspace_id: acme.id,
                 count: 2,

@@ -29,10 +29,8 @@ each_backend!(created_links_are_read_back_by_id_and_code, |store| {
             .unwrap(),
         Some(link.clone())
     );
-    assert_eq!(
-        store.resolve(&d, "spring").await.unwrap(),
-        Some(link.clone())
-    );
+    let resolved = store.resolve(&d, "spring").await.unwrap().unwrap();
+    assert_eq!(resolved.link, link);
     assert_eq!(
         store.resolve(&d, "Spring").await.unwrap(),
         None,
@@ -42,7 +40,7 @@ each_backend!(created_links_are_read_back_by_id_and_code, |store| {
     // SQLite's synchronous lookup finds the same; PostgreSQL has none.
     match store.resolve_now(&d, "spring") {
         Some(found) => {
-            assert_eq!(found.unwrap(), Some(link.clone()));
+            assert_eq!(found.unwrap(), Some(resolved));
             assert_eq!(store.resolve_now(&d, "Spring").unwrap().unwrap(), None);
         }
         None => assert_eq!(store.kind(), shortlink_storage::DatabaseKind::Postgres),
@@ -163,7 +161,13 @@ each_backend!(update_and_delete_change_what_resolve_finds, |store| {
         .unwrap();
     assert_eq!(updated.destination, dest);
     assert_eq!(
-        store.resolve(&d, "go").await.unwrap().unwrap().destination,
+        store
+            .resolve(&d, "go")
+            .await
+            .unwrap()
+            .unwrap()
+            .link
+            .destination,
         dest
     );
 
@@ -184,73 +188,51 @@ each_backend!(update_and_delete_change_what_resolve_finds, |store| {
 
 each_backend!(click_batches_add_exactly, |store| {
     let acme = workspace(&store, "acme").await;
-    let a = create(&store, new_link(&acme, Some("a"), "https://example.com/a")).await;
-    let b = create(&store, new_link(&acme, Some("b"), "https://example.com/b")).await;
-    let batch = |link: &shortlink_domain::Link, count| LinkClicks {
-        link_id: link.id,
+    create(&store, new_link(&acme, Some("a"), "https://example.com/a")).await;
+    create(&store, new_link(&acme, Some("b"), "https://example.com/b")).await;
+    let d = base().domain().to_owned();
+    let a = store.resolve(&d, "a").await.unwrap().unwrap();
+    let b = store.resolve(&d, "b").await.unwrap().unwrap();
+    assert_ne!(a.counter, b.counter);
+    let batch = |link: &shortlink_storage::ResolvedLink, count| LinkClicks {
+        counter: link.counter,
+        link_id: link.link.id,
         workspace_id: acme.id,
         count,
         clicks: vec![],
     };
-    store
-        .record_clicks(
-            &ClickBatch {
-                links: vec![batch(&a, 3), batch(&b, 1)],
-            },
-            &base(),
-        )
-        .await
-        .unwrap();
-    store
-        .record_clicks(
-            &ClickBatch {
-                links: vec![batch(&a, 2)],
-            },
-            &base(),
-        )
-        .await
-        .unwrap();
-    let d = base().domain().to_owned();
-    assert_eq!(
+    let record = async |links| {
         store
-            .get_link(acme.id, &LinkRef::Id(a.id), &d)
+            .record_clicks(&ClickBatch { links }, &base())
             .await
             .unwrap()
-            .unwrap()
-            .clicks,
-        5
-    );
-    assert_eq!(
+    };
+    let clicks = async |code: &str| {
         store
-            .get_link(acme.id, &LinkRef::Id(b.id), &d)
+            .get_link(acme.id, &LinkRef::Code(code.into()), &d)
             .await
             .unwrap()
-            .unwrap()
-            .clicks,
-        1
+            .map(|link| link.clicks)
+    };
+    record(vec![batch(&a, 3), batch(&b, 1)]).await;
+    record(vec![batch(&a, 2)]).await;
+    assert_eq!((clicks("a").await, clicks("b").await), (Some(5), Some(1)));
+    assert_eq!(
+        store.list_links(acme.id, 10, None).await.unwrap()[1].clicks,
+        5,
+        "listing shows the counters too"
     );
 
-    // A link deleted before its clicks are flushed does not break the batch.
+    // A link deleted before its clicks are flushed does not break the batch, and its clicks
+    // never land on a link created after it (row numbers are not reused, even for the last row).
     store
-        .delete_link(acme.id, &LinkRef::Id(b.id), &d)
+        .delete_link(acme.id, &LinkRef::Id(b.link.id), &d)
         .await
         .unwrap();
-    store
-        .record_clicks(
-            &ClickBatch {
-                links: vec![batch(&b, 4), batch(&a, 1)],
-            },
-            &base(),
-        )
-        .await
-        .unwrap();
+    create(&store, new_link(&acme, Some("c"), "https://example.com/c")).await;
+    record(vec![batch(&b, 4), batch(&a, 1)]).await;
     assert_eq!(
-        store
-            .get_link(acme.id, &LinkRef::Id(a.id), &d)
-            .await
-            .unwrap()
-            .unwrap()
-            .clicks,
-        6
+        (clicks("a").await, clicks("b").await, clicks("c").await),
+        (Some(6), None, Some(0))
     );
 });

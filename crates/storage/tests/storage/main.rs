@@ -7,6 +7,7 @@
 
 mod deliveries;
 mod links;
+mod migrations;
 mod workspaces;
 
 use shortlink_domain::{
