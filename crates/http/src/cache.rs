@@ -14,32 +14,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use quick_cache::sync::Cache;
-use shortlink_domain::{Destination, LinkId, WorkspaceId};
-use shortlink_storage::{CounterKey, ResolvedLink};
-
-/// What the redirect needs of a link.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RedirectTarget {
-    /// The counter its clicks go to.
-    pub counter: CounterKey,
-    /// The link, for its `link.clicked` events.
-    pub link_id: LinkId,
-    /// Its workspace, whose webhooks hear of the click.
-    pub workspace_id: WorkspaceId,
-    /// Where to send the client.
-    pub destination: Destination,
-}
-
-impl From<&ResolvedLink> for RedirectTarget {
-    fn from(resolved: &ResolvedLink) -> Self {
-        Self {
-            counter: resolved.counter,
-            link_id: resolved.link.id,
-            workspace_id: resolved.link.workspace_id,
-            destination: resolved.link.destination.clone(),
-        }
-    }
-}
+pub use shortlink_storage::RedirectTarget;
 
 /// What the cache knows of a code.
 #[derive(Debug, Clone)]

@@ -44,8 +44,7 @@ pub fn configure(cfg: &mut web::ServiceConfig, state: Data<AppState>) {
                 .configure(routes::webhooks::configure)
                 .default_service(web::to(api_not_found)),
         )
-        .configure(routes::redirect::configure)
-        .default_service(web::to(|| async { routes::redirect::not_found_page() }));
+        .default_service(web::to(routes::redirect::redirect));
 }
 
 /// A known route's answer to a method it does not serve: 405 with `Allow` listing those it does.

@@ -14,5 +14,5 @@ pub mod testing;
 pub use error::StorageError;
 pub use store::{
     AuthenticatedKey, ClickBatch, CounterKey, CreateOutcome, DatabaseKind, LinkClicks, NewLink,
-    PoolOptions, ResolvedLink, Store,
+    PoolOptions, RedirectTarget, Store,
 };

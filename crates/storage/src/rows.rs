@@ -12,7 +12,7 @@ use shortlink_domain::{
 };
 
 use crate::schema::{api_keys, link_clicks, links, webhook_deliveries, webhooks, workspaces};
-use crate::{CounterKey, ResolvedLink, StorageError};
+use crate::{CounterKey, RedirectTarget, StorageError};
 
 /// What a lookup by a unique key found, as a domain record: `None` when no row matched, an error
 /// when the query failed or the row does not convert.
@@ -118,15 +118,6 @@ pub(crate) fn with_clicks() -> _ {
 }
 
 impl LinkRow {
-    /// The link, with the key its clicks are counted under.
-    pub fn resolved(self) -> Result<ResolvedLink, StorageError> {
-        let counter = CounterKey(self.seq);
-        Ok(ResolvedLink {
-            link: self.into_domain()?,
-            counter,
-        })
-    }
-
     pub fn into_domain(self) -> Result<Link, StorageError> {
         Ok(Link {
             id: LinkId::parse(&self.id)
@@ -140,6 +131,31 @@ impl LinkRow {
             destination: Destination::from_trusted(self.destination),
             clicks: self.clicks,
             created_at: ts(self.created_at),
+        })
+    }
+}
+
+/// What the redirect reads of a link: no counter, so a lookup is one index and one table search.
+#[derive(Queryable, Selectable)]
+#[diesel(table_name = links)]
+pub(crate) struct RedirectRow {
+    pub seq: i64,
+    pub id: String,
+    pub workspace_id: String,
+    pub destination: String,
+}
+
+impl RedirectRow {
+    pub fn into_target(self) -> Result<RedirectTarget, StorageError> {
+        Ok(RedirectTarget {
+            counter: CounterKey(self.seq),
+            link_id: LinkId::parse(&self.id)
+                .ok()
+                .ok_or_else(corrupt("link id"))?,
+            workspace_id: WorkspaceId::parse(&self.workspace_id)
+                .ok()
+                .ok_or_else(corrupt("workspace id"))?,
+            destination: Destination::from_trusted(self.destination),
         })
     }
 }

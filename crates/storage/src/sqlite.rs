@@ -7,7 +7,7 @@
 use diesel::prelude::*;
 use diesel_async::RunQueryDsl;
 
-use crate::rows::{DeliveryRow, LinkRow, NewLinkRow};
+use crate::rows::{DeliveryRow, NewLinkRow, RedirectRow};
 use crate::schema::webhook_deliveries as d;
 
 pub(crate) type Conn =
@@ -90,7 +90,7 @@ pub(crate) fn resolve_now(
     path: &str,
     domain: &str,
     code: &str,
-) -> Result<Option<crate::ResolvedLink>, crate::StorageError> {
+) -> Result<Option<crate::RedirectTarget>, crate::StorageError> {
     use std::cell::RefCell;
     use std::collections::HashMap;
 
@@ -111,7 +111,7 @@ pub(crate) fn resolve_now(
             .ok_or(crate::StorageError::Corrupt("reader"))?;
         let found = crate::rows::found(
             diesel::RunQueryDsl::get_result(queries::by_code(domain, code), conn),
-            LinkRow::resolved,
+            RedirectRow::into_target,
         );
         if found.is_err() {
             // A broken connection is not kept.

@@ -81,19 +81,24 @@ pub struct ClickBatch {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct CounterKey(pub i64);
 
-/// The link a redirect follows, with the key its clicks are counted under.
+/// What a redirect needs of a link: where to send the client, and where its click is counted.
+/// Narrower than [`Link`] on purpose: it is looked up on every redirect the cache misses.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ResolvedLink {
-    /// The link.
-    pub link: Link,
-    /// Its click counter.
+pub struct RedirectTarget {
+    /// The link's click counter.
     pub counter: CounterKey,
+    /// The link, for its `link.clicked` events.
+    pub link_id: LinkId,
+    /// Its workspace, whose webhooks hear of the click.
+    pub workspace_id: WorkspaceId,
+    /// Where to send the client.
+    pub destination: Destination,
 }
 
 /// The clicks one link received.
 #[derive(Debug, Clone)]
 pub struct LinkClicks {
-    /// The link's click counter (from [`ResolvedLink::counter`]).
+    /// The link's click counter (from [`RedirectTarget::counter`]).
     pub counter: CounterKey,
     /// The link.
     pub link_id: LinkId,
@@ -314,7 +319,7 @@ impl Store {
         &self,
         domain: &str,
         code: &str,
-    ) -> Result<Option<ResolvedLink>, StorageError> {
+    ) -> Result<Option<RedirectTarget>, StorageError> {
         let (domain, code) = (domain.to_owned(), code.to_owned());
         self.detached(|s| async move { dispatch!(s, read, resolve(&domain, &code)) })
             .await
@@ -326,7 +331,7 @@ impl Store {
         &self,
         domain: &str,
         code: &str,
-    ) -> Option<Result<Option<ResolvedLink>, StorageError>> {
+    ) -> Option<Result<Option<RedirectTarget>, StorageError>> {
         match &self.backend {
             Backend::Sqlite(_) => Some(crate::sqlite::resolve_now(
                 sqlite_path(&self.url)?,

@@ -153,3 +153,31 @@ async fn unknown_codes_get_a_small_plain_404() {
     let head = crate::helpers::send(app.client.head(app.url("/nope"))).await;
     assert_eq!(head.status(), 404);
 }
+
+#[tokio::test]
+async fn a_code_is_the_one_segment_of_the_path_percent_decoded_or_not() {
+    let app = TestApp::spawn().await;
+    let link = app
+        .create_link(
+            &serde_json::json!({ "destination": "https://example.com/s", "customSlug": "spring" }),
+        )
+        .await;
+    let code = crate::helpers::text(&link["shortCode"]).to_owned();
+    // `%73` is `s`: the same path, written differently.
+    let res = app.visit("%73pring").await;
+    assert_eq!(res.status(), 302);
+    assert_eq!(
+        header(res.headers(), "location"),
+        Some("https://example.com/s")
+    );
+    for path in [format!("{code}/"), format!("{code}/x"), "%FF".to_owned()] {
+        assert_eq!(app.visit(&path).await.status(), 404, "{path}");
+    }
+
+    // Other methods on a code are 405, in the envelope, with what is allowed; deeper paths 404.
+    let res = crate::helpers::send(app.client.post(app.url(&format!("/{code}")))).await;
+    assert_eq!(header(res.headers(), "allow"), Some("GET, HEAD"));
+    crate::helpers::assert_error(res, 405, "METHOD_NOT_ALLOWED").await;
+    let res = crate::helpers::send(app.client.post(app.url(&format!("/{code}/x")))).await;
+    assert_eq!(res.status(), 404);
+}

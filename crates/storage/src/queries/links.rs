@@ -8,9 +8,9 @@ use diesel_async::{AsyncConnection, RunQueryDsl};
 use shortlink_domain::{BaseUrl, Destination, Event, Link, LinkId, LinkRef, Slug, WorkspaceId};
 
 use super::{Backend, Conn, insert_new_links, outbox};
-use crate::rows::{LinkRow, NewLinkRow, found, with_clicks};
+use crate::rows::{LinkRow, NewLinkRow, RedirectRow, found, with_clicks};
 use crate::schema::links;
-use crate::{CreateOutcome, NewLink, ResolvedLink, StorageError};
+use crate::{CreateOutcome, NewLink, RedirectTarget, StorageError};
 
 /// Generated slugs collide with probability ~n/62^7; after this many fresh draws for one link
 /// something else is wrong.
@@ -121,16 +121,19 @@ pub(crate) async fn resolve(
     c: &mut Conn,
     domain: &str,
     code: &str,
-) -> Result<Option<ResolvedLink>, StorageError> {
-    found(by_code(domain, code).get_result(c).await, LinkRow::resolved)
+) -> Result<Option<RedirectTarget>, StorageError> {
+    found(
+        by_code(domain, code).get_result(c).await,
+        RedirectRow::into_target,
+    )
 }
 
 /// The link with `code` on `domain`, whoever owns it: the one query behind [`resolve`] and
 /// SQLite's synchronous redirect lookup.
 #[diesel::dsl::auto_type]
 pub(crate) fn by_code<'a>(domain: &'a str, code: &'a str) -> _ {
-    let as_select: AsSelect<LinkRow, Backend> = LinkRow::as_select();
-    with_clicks()
+    let as_select: AsSelect<RedirectRow, Backend> = RedirectRow::as_select();
+    links::table
         .filter(links::domain.eq(domain))
         .filter(links::short_code.eq(code))
         .select(as_select)
