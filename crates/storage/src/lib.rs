@@ -1,5 +1,6 @@
 #![doc = include_str!("../README.md")]
 
+mod checkpoint;
 mod error;
 mod migrate;
 mod pg;

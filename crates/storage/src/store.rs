@@ -120,6 +120,7 @@ enum Backend {
 struct SqlitePools {
     readers: SqlitePool,
     writer: SqlitePool,
+    _checkpointer: crate::checkpoint::Checkpointer,
 }
 
 /// The storage API. Cheap to clone (it holds pools).
@@ -194,7 +195,13 @@ impl Store {
             Backend::Postgres(pool::postgres(url, options.max_connections.max(2))?)
         } else if let Some(path) = sqlite_path(url) {
             let (readers, writer) = pool::sqlite(path, options.max_connections.clamp(1, 8))?;
-            Backend::Sqlite(SqlitePools { readers, writer })
+            let checkpointer = crate::checkpoint::Checkpointer::spawn(path)
+                .map_err(|e| StorageError::Unavailable(e.to_string()))?;
+            Backend::Sqlite(SqlitePools {
+                readers,
+                writer,
+                _checkpointer: checkpointer,
+            })
         } else {
             return Err(StorageError::UnsupportedUrl(url.to_owned()));
         };

@@ -1,7 +1,7 @@
 use shortlink_domain::{Destination, LinkRef};
 use shortlink_storage::{ClickBatch, CreateOutcome, LinkClicks};
 
-use crate::{base, create, each_backend, new_link, workspace};
+use crate::{TestDatabase, base, create, each_backend, new_link, workspace};
 
 each_backend!(created_links_are_read_back_by_id_and_code, |store| {
     let acme = workspace(&store, "acme").await;
@@ -237,3 +237,26 @@ each_backend!(click_batches_add_exactly, |store| {
         (Some(6), None, Some(0))
     );
 });
+
+/// On SQLite, committed pages reach the database file through the store's checkpoint thread,
+/// long before the writer's own backstop threshold (10,000 pages) would copy them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_checkpoints_run_beside_the_writer() {
+    let db = TestDatabase::sqlite();
+    let store = db.store().await;
+    let path = std::path::PathBuf::from(db.url.trim_start_matches("sqlite://"));
+    let acme = workspace(&store, "acme").await;
+    let before = std::fs::metadata(&path).unwrap().len();
+    let links = (0..2000)
+        .map(|i| new_link(&acme, None, &format!("https://example.com/{i}")))
+        .collect();
+    store.create_links(links, &base()).await.unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while std::fs::metadata(&path).unwrap().len() <= before {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the database file did not grow: nothing was checkpointed"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
