@@ -7,7 +7,10 @@ use crate::helpers::{
     TestApp, assert_error, assert_invalid, assert_ok, keys, on_both_backends, text,
 };
 
-on_both_backends!(mixed_items_are_answered_one_by_one_in_order);
+on_both_backends!(
+    mixed_items_are_answered_one_by_one_in_order,
+    concurrent_batches_share_transactions_and_a_slug_goes_to_one,
+);
 
 async fn mixed_items_are_answered_one_by_one_in_order(app: TestApp) {
     app.create_link(&json!({ "destination": "https://example.com/", "customSlug": "taken" }))
@@ -74,6 +77,45 @@ async fn mixed_items_are_answered_one_by_one_in_order(app: TestApp) {
         crate::helpers::header(app.visit("twice").await.headers(), "location"),
         Some("https://example.com/2")
     );
+}
+
+/// Concurrent creations are written in shared transactions; each batch is still answered in its
+/// own order, and a custom slug several batches ask for goes to exactly one of them.
+async fn concurrent_batches_share_transactions_and_a_slug_goes_to_one(app: TestApp) {
+    let batch = |b: usize| {
+        let items: Vec<Value> = (0..50)
+            .map(|i| match i {
+                25 => json!({ "destination": format!("https://example.com/{b}/{i}"), "customSlug": "shared" }),
+                _ => json!({ "destination": format!("https://example.com/{b}/{i}") }),
+            })
+            .collect();
+        json!(items)
+    };
+    let batches: Vec<Value> = (0..8).map(batch).collect();
+    let single = json!({ "destination": "https://example.com/single", "customSlug": "shared" });
+    let (results, single) = tokio::join!(
+        futures_util::future::join_all(batches.iter().map(|b| app.post_json("/links/bulk", b))),
+        app.post_json("/links", &single)
+    );
+    let mut shared_created = usize::from(single.status() == 200);
+    for (b, res) in results.into_iter().enumerate() {
+        let data = assert_ok(res).await;
+        let items = data.as_array().expect("data is an array");
+        assert_eq!(items.len(), 50);
+        for (i, item) in items.iter().enumerate() {
+            assert_eq!(item["index"], i);
+            if i == 25 && item.get("error").is_some() {
+                assert_eq!(item["error"]["code"], "SLUG_CONFLICT", "{item}");
+                continue;
+            }
+            let destination = format!("https://example.com/{b}/{i}");
+            assert_eq!(item["link"]["destination"], destination, "{item}");
+            shared_created += usize::from(i == 25);
+        }
+    }
+    assert_eq!(shared_created, 1, "one creation gets the slug");
+    let shared = assert_ok(app.get("/links/shared").await).await;
+    assert!(text(&shared["destination"]).starts_with("https://example.com/"));
 }
 
 #[tokio::test]

@@ -178,7 +178,7 @@ fn outcome(
     }
 }
 
-/// Stores a batch in one transaction; outcomes in input order.
+/// Stores a batch in one transaction (shared with concurrent creations); outcomes in input order.
 async fn store_links(
     state: &AppState,
     links: Vec<NewLink>,
@@ -187,8 +187,7 @@ async fn store_links(
         .iter()
         .map(|l| l.slug.as_ref().map(Slug::to_string))
         .collect();
-    let outcomes = state.store.create_links(links, state.base()).await?;
-    state.webhooks.wake();
+    let outcomes = state.creator.create(links).await?;
     Ok(outcomes
         .into_iter()
         .zip(slugs)
@@ -208,9 +207,11 @@ async fn create(
 ) -> Result<HttpResponse, ApiError> {
     let body = body.into_inner()?;
     let link = validate(&state, &auth, body)?;
-    let slug = link.slug.as_ref().map(Slug::to_string);
-    let created = state.creator.create(link).await?;
-    Ok(ok(outcome(&state, created, slug)?))
+    let view = store_links(&state, vec![link])
+        .await?
+        .pop()
+        .ok_or_else(|| ApiError::Internal("no outcome for the link".into()))??;
+    Ok(ok(view))
 }
 
 #[utoipa::path(post, path = "/api/v1/links/bulk", tag = "links", request_body = BulkRequest,
