@@ -6,19 +6,27 @@
 //! multiplies throughput under load and costs nothing when requests come one at a time: a lone
 //! request is written at once, in a group of its own.
 //!
+//! SQLite has one writer, so one group is written at a time; PostgreSQL writes
+//! [`POSTGRES_WRITERS`] groups side by side, since its transactions run in parallel.
+//!
 //! A group succeeds or fails whole; the links of each request stay in input order, and a slug
 //! taken by an earlier request of the same group is a conflict for the later one, exactly as if
 //! they had been written one after the other.
 
+use std::sync::Arc;
+
 use shortlink_domain::BaseUrl;
-use shortlink_storage::{CreateOutcome, NewLink, Store};
+use shortlink_storage::{CreateOutcome, DatabaseKind, NewLink, Store};
 use shortlink_webhooks::WakeHandle;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{Mutex, mpsc, oneshot};
 
 use crate::error::ApiError;
 
 /// Links past which no further request joins a group.
 pub const MAX_GROUP: usize = 1000;
+
+/// Groups written at once on PostgreSQL.
+pub const POSTGRES_WRITERS: usize = 4;
 
 type Reply = oneshot::Sender<Result<Vec<CreateOutcome>, ApiError>>;
 
@@ -33,41 +41,24 @@ pub struct LinkCreator {
 }
 
 impl LinkCreator {
-    /// Starts the writer task on the current tokio runtime. It ends when the creator is dropped.
+    /// Starts the writer tasks on the current tokio runtime. They end when the creator is
+    /// dropped.
     pub fn spawn(store: Store, base: BaseUrl, webhooks: WakeHandle) -> Self {
-        let (jobs, mut queue) = mpsc::channel::<Job>(MAX_GROUP);
-        tokio::spawn(async move {
-            while let Some(first) = queue.recv().await {
-                let mut links = first.links;
-                let mut replies = vec![(links.len(), first.reply)];
-                while links.len() < MAX_GROUP {
-                    let Ok(job) = queue.try_recv() else { break };
-                    replies.push((job.links.len(), job.reply));
-                    links.extend(job.links);
+        let (jobs, queue) = mpsc::channel::<Job>(MAX_GROUP);
+        let queue = Arc::new(Mutex::new(queue));
+        let writers = match store.kind() {
+            DatabaseKind::Sqlite => 1,
+            DatabaseKind::Postgres => POSTGRES_WRITERS,
+        };
+        for _ in 0..writers {
+            let (store, base, webhooks, queue) =
+                (store.clone(), base.clone(), webhooks.clone(), queue.clone());
+            tokio::spawn(async move {
+                while let Some((links, replies)) = next_group(&queue).await {
+                    write(&store, &base, &webhooks, links, replies).await;
                 }
-                match store.create_links(links, &base).await {
-                    Ok(outcomes) => {
-                        webhooks.wake();
-                        let mut outcomes = outcomes.into_iter();
-                        for (count, reply) in replies {
-                            let _ = reply.send(Ok(outcomes.by_ref().take(count).collect()));
-                        }
-                    }
-                    Err(e) => {
-                        let unavailable = e.is_unavailable();
-                        let cause = e.to_string();
-                        tracing::warn!(error = %cause, "link creation failed");
-                        for (_, reply) in replies {
-                            let _ = reply.send(Err(if unavailable {
-                                ApiError::Unavailable
-                            } else {
-                                ApiError::Internal(cause.clone())
-                            }));
-                        }
-                    }
-                }
-            }
-        });
+            });
+        }
         Self { jobs }
     }
 
@@ -81,5 +72,52 @@ impl LinkCreator {
             .await
             .map_err(|_| stopped())?;
         outcomes.await.map_err(|_| stopped())?
+    }
+}
+
+/// The next group: the first waiting request, and whatever else is queued behind it.
+async fn next_group(
+    queue: &Mutex<mpsc::Receiver<Job>>,
+) -> Option<(Vec<NewLink>, Vec<(usize, Reply)>)> {
+    let mut queue = queue.lock().await;
+    let first = queue.recv().await?;
+    let mut links = first.links;
+    let mut replies = vec![(links.len(), first.reply)];
+    while links.len() < MAX_GROUP {
+        let Ok(job) = queue.try_recv() else { break };
+        replies.push((job.links.len(), job.reply));
+        links.extend(job.links);
+    }
+    Some((links, replies))
+}
+
+/// Writes a group in one transaction and answers each request with its share of the outcomes.
+async fn write(
+    store: &Store,
+    base: &BaseUrl,
+    webhooks: &WakeHandle,
+    links: Vec<NewLink>,
+    replies: Vec<(usize, Reply)>,
+) {
+    match store.create_links(links, base).await {
+        Ok(outcomes) => {
+            webhooks.wake();
+            let mut outcomes = outcomes.into_iter();
+            for (count, reply) in replies {
+                let _ = reply.send(Ok(outcomes.by_ref().take(count).collect()));
+            }
+        }
+        Err(e) => {
+            let unavailable = e.is_unavailable();
+            let cause = e.to_string();
+            tracing::warn!(error = %cause, "link creation failed");
+            for (_, reply) in replies {
+                let _ = reply.send(Err(if unavailable {
+                    ApiError::Unavailable
+                } else {
+                    ApiError::Internal(cause.clone())
+                }));
+            }
+        }
     }
 }
