@@ -107,7 +107,6 @@ pub(crate) struct LinkRow {
     #[diesel(select_expression = link_clicks::clicks)]
     pub clicks: i64,
     pub created_at: i64,
-    pub updated_at: i64,
 }
 
 /// Links with their counters: every link has exactly one counter row (see the migration

@@ -179,15 +179,18 @@ pub(crate) async fn update_destination(
         else {
             return Ok(None);
         };
-        diesel::update(links::table.find(row.seq))
+        let updated = diesel::update(links::table.find(row.seq))
             .set((
                 links::destination.eq(destination.as_str()),
                 links::updated_at.eq(now),
             ))
             .execute(c)
             .await?;
+        // Zero when a concurrent deletion came first (PostgreSQL): the link is gone.
+        if updated == 0 {
+            return Ok(None);
+        }
         row.destination = destination.to_string();
-        row.updated_at = now;
         row.into_domain().map(Some)
     })
     .await
@@ -208,9 +211,13 @@ pub(crate) async fn delete_link(
         else {
             return Ok(None);
         };
-        diesel::delete(links::table.find(row.seq))
+        let deleted = diesel::delete(links::table.find(row.seq))
             .execute(c)
             .await?;
+        // Zero when a concurrent deletion came first (PostgreSQL): that one answers for it.
+        if deleted == 0 {
+            return Ok(None);
+        }
         row.into_domain().map(Some)
     })
     .await
