@@ -110,10 +110,23 @@ pub(crate) async fn get_link(
     link: &LinkRef,
     domain: &str,
 ) -> Result<Option<Link>, StorageError> {
-    found(
-        by_ref(workspace, link, domain).get_result(c).await,
-        LinkRow::into_domain,
-    )
+    find(c, workspace, link, domain)
+        .await?
+        .map(LinkRow::into_domain)
+        .transpose()
+}
+
+/// The workspace's link `link` refers to, as a row (a change reads it in its own transaction).
+async fn find(
+    c: &mut Conn,
+    workspace: WorkspaceId,
+    link: &LinkRef,
+    domain: &str,
+) -> Result<Option<LinkRow>, StorageError> {
+    Ok(by_ref(workspace, link, domain)
+        .get_result(c)
+        .await
+        .optional()?)
 }
 
 /// The redirect's lookup: by domain and code, across workspaces.
@@ -172,11 +185,7 @@ pub(crate) async fn update_destination(
     now: i64,
 ) -> Result<Option<Link>, StorageError> {
     c.transaction(async |c| -> Result<Option<Link>, StorageError> {
-        let Some(mut row) = by_ref(workspace, link, domain)
-            .get_result(c)
-            .await
-            .optional()?
-        else {
+        let Some(mut row) = find(c, workspace, link, domain).await? else {
             return Ok(None);
         };
         let updated = diesel::update(links::table.find(row.seq))
@@ -204,11 +213,7 @@ pub(crate) async fn delete_link(
     domain: &str,
 ) -> Result<Option<Link>, StorageError> {
     c.transaction(async |c| -> Result<Option<Link>, StorageError> {
-        let Some(row) = by_ref(workspace, link, domain)
-            .get_result(c)
-            .await
-            .optional()?
-        else {
+        let Some(row) = find(c, workspace, link, domain).await? else {
             return Ok(None);
         };
         let deleted = diesel::delete(links::table.find(row.seq))
