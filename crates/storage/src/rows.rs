@@ -27,6 +27,11 @@ fn corrupt(what: &'static str) -> impl FnOnce() -> StorageError {
     move || StorageError::Corrupt(what)
 }
 
+/// A value parsed from a column, or `Corrupt` naming the column's meaning.
+fn parsed<T, E>(value: Result<T, E>, what: &'static str) -> Result<T, StorageError> {
+    value.map_err(|_| StorageError::Corrupt(what))
+}
+
 fn ts(ms: i64) -> Timestamp {
     Timestamp::from_unix_millis(ms)
 }
@@ -52,9 +57,7 @@ impl WorkspaceRow {
 
     pub fn into_domain(self) -> Result<Workspace, StorageError> {
         Ok(Workspace {
-            id: WorkspaceId::parse(&self.id)
-                .ok()
-                .ok_or_else(corrupt("workspace id"))?,
+            id: parsed(WorkspaceId::parse(&self.id), "workspace id")?,
             name: self.name,
             rate_limit: u32::try_from(self.rate_limit)
                 .ok()
@@ -80,12 +83,8 @@ pub(crate) struct ApiKeyRow {
 impl ApiKeyRow {
     pub fn into_domain(self) -> Result<ApiKey, StorageError> {
         Ok(ApiKey {
-            id: ApiKeyId::parse(&self.id)
-                .ok()
-                .ok_or_else(corrupt("api key id"))?,
-            workspace_id: WorkspaceId::parse(&self.workspace_id)
-                .ok()
-                .ok_or_else(corrupt("workspace id"))?,
+            id: parsed(ApiKeyId::parse(&self.id), "api key id")?,
+            workspace_id: parsed(WorkspaceId::parse(&self.workspace_id), "workspace id")?,
             name: self.name,
             prefix: self.prefix,
             created_at: ts(self.created_at),
@@ -119,12 +118,8 @@ pub(crate) fn with_clicks() -> _ {
 impl LinkRow {
     pub fn into_domain(self) -> Result<Link, StorageError> {
         Ok(Link {
-            id: LinkId::parse(&self.id)
-                .ok()
-                .ok_or_else(corrupt("link id"))?,
-            workspace_id: WorkspaceId::parse(&self.workspace_id)
-                .ok()
-                .ok_or_else(corrupt("workspace id"))?,
+            id: parsed(LinkId::parse(&self.id), "link id")?,
+            workspace_id: parsed(WorkspaceId::parse(&self.workspace_id), "workspace id")?,
             domain: self.domain,
             short_code: Slug::from_trusted(self.short_code),
             destination: Destination::from_trusted(self.destination),
@@ -148,12 +143,8 @@ impl RedirectRow {
     pub fn into_target(self) -> Result<RedirectTarget, StorageError> {
         Ok(RedirectTarget {
             counter: CounterKey(self.seq),
-            link_id: LinkId::parse(&self.id)
-                .ok()
-                .ok_or_else(corrupt("link id"))?,
-            workspace_id: WorkspaceId::parse(&self.workspace_id)
-                .ok()
-                .ok_or_else(corrupt("workspace id"))?,
+            link_id: parsed(LinkId::parse(&self.id), "link id")?,
+            workspace_id: parsed(WorkspaceId::parse(&self.workspace_id), "workspace id")?,
             destination: Destination::from_trusted(self.destination),
         })
     }
@@ -230,12 +221,8 @@ impl WebhookRow {
 
     pub fn into_domain(self) -> Result<Webhook, StorageError> {
         Ok(Webhook {
-            id: WebhookId::parse(&self.id)
-                .ok()
-                .ok_or_else(corrupt("webhook id"))?,
-            workspace_id: WorkspaceId::parse(&self.workspace_id)
-                .ok()
-                .ok_or_else(corrupt("workspace id"))?,
+            id: parsed(WebhookId::parse(&self.id), "webhook id")?,
+            workspace_id: parsed(WorkspaceId::parse(&self.workspace_id), "workspace id")?,
             target: WebhookTarget::from_trusted(&self.target_url)
                 .ok_or_else(corrupt("target url"))?,
             events: split_events(&self.events)?,
@@ -267,12 +254,8 @@ pub(crate) struct DeliveryRow {
 impl DeliveryRow {
     pub fn into_domain(self) -> Result<Delivery, StorageError> {
         Ok(Delivery {
-            event_id: MessageId::parse(&self.event_id)
-                .ok()
-                .ok_or_else(corrupt("event id"))?,
-            webhook_id: WebhookId::parse(&self.webhook_id)
-                .ok()
-                .ok_or_else(corrupt("webhook id"))?,
+            event_id: parsed(MessageId::parse(&self.event_id), "event id")?,
+            webhook_id: parsed(WebhookId::parse(&self.webhook_id), "webhook id")?,
             event_type: self
                 .event_type
                 .parse()
