@@ -30,6 +30,9 @@ pub struct LoadSettings {
     pub warmup: Duration,
     /// Measured.
     pub duration: Duration,
+    /// Draw paths from a Zipf distribution of this exponent (path 0 the most requested) instead
+    /// of uniformly: closer to real traffic, where a few links get most clicks.
+    pub zipf: Option<f64>,
 }
 
 /// What one load run saw.
@@ -72,7 +75,8 @@ struct ConnectionResult {
 }
 
 /// Drives `addr` with requests (`method`: GET, or HEAD, which shortlink answers alike without
-/// counting a click) for paths picked uniformly at random from `paths`.
+/// counting a click) for paths picked at random from `paths` (uniformly, or by
+/// [`LoadSettings::zipf`]).
 pub async fn run(
     addr: SocketAddr,
     paths: Arc<Vec<String>>,
@@ -94,7 +98,8 @@ pub async fn run(
             paths: paths.clone(),
             redirects: redirects.clone(),
         };
-        tasks.spawn(drive(conn, target, measure_from, end));
+        let pick = Pick::new(paths.len(), settings.zipf)?;
+        tasks.spawn(drive(conn, target, pick, measure_from, end));
     }
 
     let mut result = LoadResult {
@@ -133,9 +138,33 @@ struct Target {
     redirects: Arc<Vec<AtomicU32>>,
 }
 
+/// How a connection picks the next path.
+enum Pick {
+    Uniform(usize),
+    Zipf(rand_distr::Zipf<f64>),
+}
+
+impl Pick {
+    fn new(paths: usize, zipf: Option<f64>) -> anyhow::Result<Self> {
+        Ok(match zipf {
+            None => Self::Uniform(paths),
+            Some(s) => Self::Zipf(rand_distr::Zipf::new(paths as f64, s)?),
+        })
+    }
+
+    fn next(&self, rng: &mut SmallRng) -> usize {
+        match self {
+            Self::Uniform(n) => rng.random_range(0..*n),
+            // Ranks run from 1.
+            Self::Zipf(zipf) => rand_distr::Distribution::sample(zipf, rng) as usize - 1,
+        }
+    }
+}
+
 async fn drive(
     mut conn: Connection,
     target: Target,
+    pick: Pick,
     measure_from: Instant,
     end: Instant,
 ) -> anyhow::Result<ConnectionResult> {
@@ -158,7 +187,7 @@ async fn drive(
         if sent >= end {
             break;
         }
-        let i = rng.random_range(0..paths.len());
+        let i = pick.next(&mut rng).min(paths.len() - 1);
         match conn.send(method.clone(), &paths[i], None, None).await {
             Ok((status, _)) => {
                 out.total += 1;

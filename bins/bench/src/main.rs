@@ -73,6 +73,10 @@ struct RunArgs {
     /// Seconds of each creation measurement (single, then bulk).
     #[arg(long, default_value_t = 5.0, value_parser = positive_seconds)]
     create_duration: f64,
+    /// Draw codes from a Zipf distribution of this exponent (e.g. 1.0) instead of uniformly.
+    /// Real traffic is skewed like this; the targets are judged on the uniform draw.
+    #[arg(long, value_parser = positive_exponent)]
+    zipf: Option<f64>,
     /// Connections creating single links.
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u16).range(1..=1024))]
     create_connections: u16,
@@ -92,6 +96,13 @@ struct RunArgs {
     /// Where to write the summary [default: target/bench/summary.json in the workspace].
     #[arg(long)]
     output: Option<PathBuf>,
+}
+
+fn positive_exponent(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v > 0.0 && v <= 10.0 => Ok(v),
+        _ => Err("expected an exponent above 0 and at most 10".into()),
+    }
 }
 
 fn seconds(s: &str) -> Result<f64, String> {
@@ -149,6 +160,7 @@ fn bench(args: RunArgs) -> anyhow::Result<()> {
             connections: usize::from(args.connections),
             warmup: Duration::from_secs_f64(args.warmup),
             duration: Duration::from_secs_f64(args.duration),
+            zipf: args.zipf,
         },
         links: args.links,
         large_links: (!args.skip_large).then_some(args.large_links),

@@ -48,6 +48,8 @@ pub struct LoadConfig {
     pub warmup_seconds: f64,
     /// Measured period, seconds.
     pub duration_seconds: f64,
+    /// The exponent of the Zipf draw of codes; `None`: uniform.
+    pub zipf: Option<f64>,
 }
 
 /// One server under the redirect load.
@@ -264,13 +266,16 @@ impl Summary {
         let _ = writeln!(
             out,
             "\nshortlink bench on {} CPUs ({}, load average {:.2} at start); {} connections, \
-             {:.0} s warm-up, {:.0} s measured\n",
+             {:.0} s warm-up, {:.0} s measured, codes drawn {}\n",
             self.machine.cpus,
             self.machine.cpu_model,
             self.machine.load_average_at_start[0],
             self.load.connections,
             self.load.warmup_seconds,
-            self.load.duration_seconds
+            self.load.duration_seconds,
+            self.load
+                .zipf
+                .map_or("uniformly".to_owned(), |s| format!("by Zipf (s = {s})"))
         );
         let _ = writeln!(
             out,

@@ -130,6 +130,7 @@ pub async fn run(options: &RunOptions) -> anyhow::Result<Summary> {
             connections: options.load.connections,
             warmup_seconds: options.load.warmup.as_secs_f64(),
             duration_seconds: options.load.duration.as_secs_f64(),
+            zipf: options.load.zipf,
         },
         redirect,
         diagnostics,
