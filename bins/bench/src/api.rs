@@ -51,17 +51,22 @@ impl ApiClient {
         })
     }
 
+    /// POSTs `body` as JSON to `path` with the key.
+    async fn post(
+        &mut self,
+        path: &str,
+        body: &impl Serialize,
+    ) -> anyhow::Result<(StatusCode, Bytes)> {
+        let body = Bytes::from(serde_json::to_vec(body)?);
+        self.conn
+            .send(Method::POST, path, Some(&self.key), Some(body))
+            .await
+    }
+
     /// POST `/api/v1/links`: true when the link was created.
     pub async fn create_one(&mut self, destination: &str) -> anyhow::Result<bool> {
-        let body = serde_json::to_vec(&CreateLink { destination })?;
         let (status, _) = self
-            .conn
-            .send(
-                Method::POST,
-                "/api/v1/links",
-                Some(&self.key),
-                Some(Bytes::from(body)),
-            )
+            .post("/api/v1/links", &CreateLink { destination })
             .await?;
         Ok(status == StatusCode::OK)
     }
@@ -73,16 +78,7 @@ impl ApiClient {
             .iter()
             .map(|d| CreateLink { destination: d })
             .collect();
-        let body = serde_json::to_vec(&items)?;
-        let (status, body) = self
-            .conn
-            .send(
-                Method::POST,
-                "/api/v1/links/bulk",
-                Some(&self.key),
-                Some(Bytes::from(body)),
-            )
-            .await?;
+        let (status, body) = self.post("/api/v1/links/bulk", &items).await?;
         if status != StatusCode::OK {
             bail!(
                 "bulk creation answered {status}: {}",

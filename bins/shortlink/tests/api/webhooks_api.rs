@@ -86,13 +86,7 @@ async fn bad_registrations_are_400() {
         "https://exa mple.com/",
         "",
     ] {
-        let res = app
-            .post_json(
-                "/webhooks",
-                &json!({ "targetUrl": target, "events": ["link.created"] }),
-            )
-            .await;
-        assert_invalid(res, &["targetUrl"]).await;
+        assert_target_refused(&app, target).await;
     }
     let res = app
         .post_json(
@@ -123,13 +117,7 @@ async fn private_targets_are_refused_unless_allowed() {
         "http://[::1]/",
         "http://0.0.0.0/",
     ] {
-        let res = app
-            .post_json(
-                "/webhooks",
-                &json!({ "targetUrl": target, "events": ["link.created"] }),
-            )
-            .await;
-        assert_invalid(res, &["targetUrl"]).await;
+        assert_target_refused(&app, target).await;
     }
     let hook = assert_ok(
         app.post_json(
@@ -205,4 +193,15 @@ async fn a_created_link_shows_up_as_a_delivery() {
     for field in ["lastStatusCode", "lastError", "updatedAt"] {
         assert!(delivery.get(field).is_some(), "{field}: {delivery}");
     }
+}
+
+/// Registering `target` for `link.created` is refused, naming `targetUrl`.
+async fn assert_target_refused(app: &TestApp, target: &str) {
+    let res = app
+        .post_json(
+            "/webhooks",
+            &json!({ "targetUrl": target, "events": ["link.created"] }),
+        )
+        .await;
+    assert_invalid(res, &["targetUrl"]).await;
 }
