@@ -23,8 +23,10 @@ pub(crate) async fn sqlite(path: String) -> Result<usize, StorageError> {
     tokio::task::spawn_blocking(move || {
         let mut conn = SqliteConnection::establish(&path)
             .map_err(|e| StorageError::Unavailable(e.to_string()))?;
-        diesel::sql_query("PRAGMA journal_mode = WAL").execute(&mut conn)?;
+        // First: switching to WAL needs a lock, which the last connection of a process that just
+        // closed the file may still hold while it checkpoints.
         diesel::sql_query("PRAGMA busy_timeout = 5000").execute(&mut conn)?;
+        diesel::sql_query("PRAGMA journal_mode = WAL").execute(&mut conn)?;
         let applied = conn.run_pending_migrations(SQLITE).map_err(failed)?;
         Ok(applied.len())
     })
