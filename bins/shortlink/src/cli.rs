@@ -67,6 +67,11 @@ struct ServeArgs {
     #[arg(long, env = "SHORTLINK_AUTH_FAILURES_PER_MINUTE", default_value_t = shortlink_http::ratelimit::AUTH_FAILURES_PER_MINUTE, global = true,
           value_parser = clap::value_parser!(u32).range(1..))]
     auth_failures_per_minute: u32,
+    /// SQLite: MiB of memory for every link's redirect target, so a redirect never reads the
+    /// database (about 30 bytes a link plus its code and destination); 0 for none. Past it,
+    /// redirects read the database behind a bounded cache.
+    #[arg(long, env = "SHORTLINK_REDIRECT_INDEX_MIB", default_value_t = shortlink_server::DEFAULT_REDIRECT_INDEX_MIB, global = true)]
+    redirect_index_mib: usize,
 }
 
 #[derive(Debug, Subcommand)]
@@ -179,6 +184,7 @@ async fn serve(database_url: String, args: ServeArgs) -> anyhow::Result<()> {
         webhook_allow_private_targets: args.webhook_allow_private_targets,
         webhook_retry_schedule: args.webhook_retry_schedule,
         auth_failures_per_minute: args.auth_failures_per_minute,
+        redirect_index_mib: args.redirect_index_mib,
         ..Config::new(database_url)
     };
     let app = Application::build(config).await?;

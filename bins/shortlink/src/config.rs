@@ -4,6 +4,9 @@
 use shortlink_domain::BaseUrl;
 use shortlink_webhooks::RetrySchedule;
 
+/// Enough for about a million links with destinations of 60 characters.
+pub const DEFAULT_REDIRECT_INDEX_MIB: usize = 128;
+
 /// Everything [`crate::Application::build`] needs.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -21,6 +24,9 @@ pub struct Config {
     pub auth_failures_per_minute: u32,
     /// Database connections (PostgreSQL) or reader connections (SQLite).
     pub max_connections: usize,
+    /// On SQLite, memory for every link's redirect target (0: none; redirects then read the
+    /// database behind the bounded cache). See `Store::load_redirect_index`.
+    pub redirect_index_mib: usize,
     /// HTTP worker threads; the number of CPUs when not set.
     pub workers: Option<usize>,
     /// Whether to create the `default` workspace and print its key when there is no workspace.
@@ -38,6 +44,7 @@ impl Config {
             webhook_retry_schedule: RetrySchedule::default(),
             auth_failures_per_minute: shortlink_http::ratelimit::AUTH_FAILURES_PER_MINUTE,
             max_connections: 16,
+            redirect_index_mib: DEFAULT_REDIRECT_INDEX_MIB,
             workers: None,
             first_run_banner: true,
         }

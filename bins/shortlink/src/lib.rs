@@ -16,11 +16,11 @@ use anyhow::Context;
 use shortlink_domain::BaseUrl;
 use shortlink_http::clicks::ClickCounter;
 use shortlink_http::{AppState, HttpSettings};
-use shortlink_storage::{PoolOptions, Store};
+use shortlink_storage::{DatabaseKind, PoolOptions, Store};
 use shortlink_webhooks::{DeliveryWorker, WakeHandle, WorkerConfig};
 use tokio::sync::watch;
 
-pub use config::Config;
+pub use config::{Config, DEFAULT_REDIRECT_INDEX_MIB};
 
 /// How long a graceful stop waits for requests in flight.
 const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(10);
@@ -53,6 +53,7 @@ impl Application {
             .migrate()
             .await
             .context("could not prepare the database")?;
+        load_redirect_index(&store, config.redirect_index_mib).await?;
 
         let listener = TcpListener::bind(&config.listen)
             .with_context(|| format!("could not listen on {}", config.listen))?;
@@ -171,6 +172,31 @@ impl Application {
         tracing::info!("stopped");
         Ok(())
     }
+}
+
+/// On SQLite, every link's redirect target in memory (the server is its database's one writer).
+async fn load_redirect_index(store: &Store, mib: usize) -> anyhow::Result<()> {
+    if mib == 0 || store.kind() != DatabaseKind::Sqlite {
+        return Ok(());
+    }
+    let started = std::time::Instant::now();
+    if store
+        .load_redirect_index(mib << 20)
+        .await
+        .context("could not load the redirect index")?
+    {
+        tracing::info!(
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "redirect index loaded"
+        );
+    } else {
+        tracing::warn!(
+            budget_mib = mib,
+            "the links do not fit the redirect index: redirects read the database (raise \
+             --redirect-index-mib)"
+        );
+    }
+    Ok(())
 }
 
 /// When the database has no workspace at all, creates `default` with one key and prints the key

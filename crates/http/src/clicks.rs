@@ -6,17 +6,24 @@
 //! nothing counted is lost while the process lives, and a batch is either written whole or not
 //! at all, so nothing is counted twice.
 //!
+//! A click's details (time, referrer, user agent) are kept only when its workspace has an endpoint
+//! subscribed to `link.clicked`: they exist for those events alone, and under load they were most
+//! of the server's memory and a fifth of its CPU per redirect. Each flush that has clicks to write
+//! re-reads which workspaces listen (an idle server reads nothing), so an endpoint created or
+//! disabled anywhere counts within a [`FLUSH_INTERVAL`] of clicks; one created through this
+//! server counts at once.
+//!
 //! Pending clicks are sharded by recording thread: each actix worker keeps to a shard of its own,
 //! so workers never wait for each other's lock (a contended lock puts a worker to sleep, and its
 //! connections wait for it to be woken: that showed in the redirect's tail latency). Only the
 //! flusher visits every shard.
 
-use std::collections::HashMap;
-use std::sync::Mutex;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
-use shortlink_domain::{BaseUrl, ClickInfo};
+use shortlink_domain::{BaseUrl, ClickInfo, EventKind, WorkspaceId};
 use shortlink_storage::{ClickBatch, CounterKey, LinkClicks, Store};
 use shortlink_webhooks::WakeHandle;
 
@@ -74,19 +81,22 @@ fn add(pending: &mut Pending, link: LinkClicks) {
 #[derive(Default)]
 pub struct ClickCounter {
     shards: [Shard; SHARDS],
-    /// Clicks recorded since the last flush took them (plus details put back): the first
-    /// [`MAX_DETAILED_CLICKS`] keep their details.
+    /// Detailed clicks recorded since the last flush took them (plus details put back): past
+    /// [`MAX_DETAILED_CLICKS`], clicks keep no details.
     recorded: AtomicUsize,
+    /// Workspaces with an endpoint subscribed to `link.clicked`; `None` until first read, when
+    /// every click keeps its details.
+    listening: RwLock<Option<HashSet<WorkspaceId>>>,
 }
 
 impl ClickCounter {
     /// Records one click on `link`. `details` runs only while the detail budget lasts.
     pub fn record(&self, link: &RedirectTarget, details: impl FnOnce() -> ClickInfo) {
-        let keep_details = self.recorded.fetch_add(1, Ordering::Relaxed) < MAX_DETAILED_CLICKS;
+        let keep_details = self.is_listened_to(link.workspace_id)
+            && self.recorded.fetch_add(1, Ordering::Relaxed) < MAX_DETAILED_CLICKS;
         let mut pending = self.shards[own_shard()].lock();
         let entry = pending.entry(link.counter).or_insert_with(|| LinkClicks {
             counter: link.counter,
-            link_id: link.link_id,
             workspace_id: link.workspace_id,
             count: 0,
             clicks: Vec::new(),
@@ -94,6 +104,29 @@ impl ClickCounter {
         entry.count += 1;
         if keep_details {
             entry.clicks.push(details());
+        }
+    }
+
+    fn is_listened_to(&self, workspace: WorkspaceId) -> bool {
+        let listening = self.listening.read().unwrap_or_else(|e| e.into_inner());
+        listening
+            .as_ref()
+            .is_none_or(|set| set.contains(&workspace))
+    }
+
+    /// From now on, clicks in `workspace` keep their details (an endpoint subscribed to them).
+    pub fn listen(&self, workspace: WorkspaceId) {
+        let mut listening = self.listening.write().unwrap_or_else(|e| e.into_inner());
+        if let Some(set) = listening.as_mut() {
+            set.insert(workspace);
+        }
+    }
+
+    /// Re-reads which workspaces listen to clicks; on failure the last answer stands.
+    async fn refresh_listening(&self, store: &Store) {
+        match store.workspaces_subscribed(EventKind::LinkClicked).await {
+            Ok(set) => *self.listening.write().unwrap_or_else(|e| e.into_inner()) = Some(set),
+            Err(e) => tracing::warn!(error = %e, "could not read click subscriptions"),
         }
     }
 
@@ -133,17 +166,18 @@ impl ClickCounter {
         base: &BaseUrl,
         webhooks: &WakeHandle,
     ) -> Result<(), shortlink_storage::StorageError> {
-        let batch = self.take();
+        let batch = Arc::new(self.take());
         if batch.links.is_empty() {
             return Ok(());
         }
-        match store.record_clicks(&batch, base).await {
+        self.refresh_listening(store).await;
+        match store.record_clicks(batch.clone(), base).await {
             Ok(()) => {
                 webhooks.wake();
                 Ok(())
             }
             Err(e) => {
-                self.put_back(batch);
+                self.put_back(Arc::unwrap_or_clone(batch));
                 Err(e)
             }
         }
@@ -193,7 +227,7 @@ impl ClickCounter {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use shortlink_domain::{Destination, LinkId, Timestamp, WorkspaceId};
+    use shortlink_domain::{Destination, Timestamp};
 
     fn click() -> ClickInfo {
         ClickInfo {
@@ -206,7 +240,6 @@ mod tests {
     fn target(key: i64) -> RedirectTarget {
         RedirectTarget {
             counter: CounterKey(key),
-            link_id: LinkId::generate(),
             workspace_id: WorkspaceId::generate(),
             destination: Destination::from_trusted("https://example.com/".into()),
         }
@@ -266,6 +299,26 @@ mod tests {
             counts,
             vec![(a.counter, 100 * threads), (b.counter, threads)]
         );
+    }
+
+    #[test]
+    fn details_are_kept_only_where_an_endpoint_listens() {
+        let counter = ClickCounter::default();
+        let (a, b) = (target(1), target(2));
+        *counter.listening.write().unwrap_or_else(|e| e.into_inner()) =
+            Some(HashSet::from([a.workspace_id]));
+        counter.record(&a, click);
+        counter.record(&b, click);
+        counter.listen(b.workspace_id);
+        counter.record(&b, click);
+        let mut batch = counter.take();
+        batch.links.sort_by_key(|l| l.counter);
+        let seen: Vec<_> = batch
+            .links
+            .iter()
+            .map(|l| (l.count, l.clicks.len()))
+            .collect();
+        assert_eq!(seen, vec![(1, 1), (2, 1)]);
     }
 
     #[test]

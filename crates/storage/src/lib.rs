@@ -5,6 +5,7 @@ mod error;
 mod migrate;
 mod pg;
 mod pool;
+mod redirect_index;
 mod rows;
 mod schema;
 mod sqlite;

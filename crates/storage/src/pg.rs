@@ -29,25 +29,48 @@ pub(crate) async fn lock_due(
         .await
 }
 
-/// One multi-row `INSERT … ON CONFLICT DO NOTHING RETURNING id`: the ids that were inserted.
+/// One multi-row `INSERT … ON CONFLICT DO NOTHING RETURNING id, seq`: the ids and row numbers
+/// of the links that were inserted.
 pub(crate) async fn insert_new_links(
     c: &mut Conn,
     rows: Vec<NewLinkRow>,
-) -> QueryResult<Vec<String>> {
+) -> QueryResult<Vec<(String, i64)>> {
     diesel::insert_into(links::table)
         .values(rows)
         .on_conflict_do_nothing()
-        .returning(links::id)
+        .returning((links::id, links::seq))
         .get_results(c)
         .await
+}
+
+/// Links per counter update: 2 bound values each, well under PostgreSQL's limit.
+const UPDATE_CHUNK: usize = 1000;
+
+/// Adds `(counter key, clicks)` pairs to the counters, a statement per thousand:
+/// `WITH v(k, n) AS (VALUES …) UPDATE link_clicks SET clicks = link_clicks.clicks + v.n FROM v
+/// …`. A statement per link would cost a round trip per clicked link.
+pub(crate) async fn add_clicks(c: &mut Conn, counts: Vec<(i64, i64)>) -> QueryResult<()> {
+    use diesel::sql_types::BigInt;
+
+    for chunk in counts.chunks(UPDATE_CHUNK) {
+        let values: Vec<String> = (1..=chunk.len())
+            .map(|i| format!("(${}, ${})", 2 * i - 1, 2 * i))
+            .collect();
+        let sql = format!(
+            "WITH v (k, n) AS (VALUES {}) UPDATE link_clicks \
+             SET clicks = link_clicks.clicks + v.n FROM v WHERE link_clicks.link_seq = v.k",
+            values.join(", ")
+        );
+        let mut query = diesel::sql_query(sql).into_boxed::<diesel::pg::Pg>();
+        for &(key, count) in chunk {
+            query = query.bind::<BigInt, _>(key).bind::<BigInt, _>(count);
+        }
+        query.execute(c).await?;
+    }
+    Ok(())
 }
 
 /// One multi-row insert into the outbox.
 pub(crate) async fn insert_deliveries(c: &mut Conn, rows: Vec<DeliveryRow>) -> QueryResult<usize> {
     diesel::insert_into(d::table).values(rows).execute(c).await
-}
-
-/// Bind placeholders are numbered: `$1`, `$2`, ….
-pub(crate) fn placeholder(n: usize) -> String {
-    format!("${n}")
 }

@@ -134,7 +134,6 @@ impl LinkRow {
 #[diesel(table_name = links)]
 pub(crate) struct RedirectRow {
     pub seq: i64,
-    pub id: String,
     pub workspace_id: String,
     pub destination: String,
 }
@@ -143,7 +142,6 @@ impl RedirectRow {
     pub fn into_target(self) -> Result<RedirectTarget, StorageError> {
         Ok(RedirectTarget {
             counter: CounterKey(self.seq),
-            link_id: parsed(LinkId::parse(&self.id), "link id")?,
             workspace_id: parsed(WorkspaceId::parse(&self.workspace_id), "workspace id")?,
             destination: Destination::from_trusted(self.destination),
         })

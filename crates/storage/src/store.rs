@@ -2,12 +2,19 @@
 
 use shortlink_domain::{
     ApiKey, ApiKeyHash, ApiKeyId, AttemptRecord, BaseUrl, ClaimedDelivery, ClickInfo, Delivery,
-    DeliveryQueue, Destination, Link, LinkId, LinkRef, MessageId, Slug, Timestamp, Webhook,
-    WebhookId, Workspace, WorkspaceId,
+    DeliveryQueue, Destination, EventKind, Link, LinkId, LinkRef, MessageId, Slug, Timestamp,
+    Webhook, WebhookId, Workspace, WorkspaceId,
 };
 
+use std::collections::HashSet;
+use std::sync::Arc;
+
 use crate::pool::{self, PgPool, SqlitePool};
+use crate::redirect_index::{RedirectIndex, Tables};
 use crate::{StorageError, migrate};
+
+/// Links read per query while the redirect index loads.
+const INDEX_LOAD_PAGE: i64 = 10_000;
 
 /// Which database a [`Store`] speaks to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -85,10 +92,8 @@ pub struct CounterKey(pub i64);
 /// Narrower than [`Link`] on purpose: it is looked up on every redirect the cache misses.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RedirectTarget {
-    /// The link's click counter.
+    /// The link's click counter, which also finds the link for its `link.clicked` events.
     pub counter: CounterKey,
-    /// The link, for its `link.clicked` events.
-    pub link_id: LinkId,
     /// Its workspace, whose webhooks hear of the click.
     pub workspace_id: WorkspaceId,
     /// Where to send the client.
@@ -100,8 +105,6 @@ pub struct RedirectTarget {
 pub struct LinkClicks {
     /// The link's click counter (from [`RedirectTarget::counter`]).
     pub counter: CounterKey,
-    /// The link.
-    pub link_id: LinkId,
     /// Its workspace (whose webhooks hear of the clicks).
     pub workspace_id: WorkspaceId,
     /// How many clicks to add.
@@ -120,6 +123,8 @@ enum Backend {
 struct SqlitePools {
     readers: SqlitePool,
     writer: SqlitePool,
+    /// Every link's redirect target, once [`Store::load_redirect_index`] ran.
+    index: Arc<RedirectIndex>,
     _checkpointer: crate::checkpoint::Checkpointer,
 }
 
@@ -140,6 +145,33 @@ impl std::fmt::Debug for Store {
     }
 }
 
+fn index_created(index: &RedirectIndex, created: &[(CreateOutcome, Option<CounterKey>)]) {
+    index.insert(created.iter().filter_map(|outcome| match outcome {
+        (CreateOutcome::Created(link), Some(counter)) => Some((
+            link.domain.as_str(),
+            link.short_code.as_str(),
+            RedirectTarget {
+                counter: *counter,
+                workspace_id: link.workspace_id,
+                destination: link.destination.clone(),
+            },
+        )),
+        _ => None,
+    }));
+}
+
+fn index_changed(index: &RedirectIndex, changed: &Option<Link>) {
+    if let Some(link) = changed {
+        index.set_destination(&link.domain, link.short_code.as_str(), &link.destination);
+    }
+}
+
+fn index_deleted(index: &RedirectIndex, deleted: &Option<Link>) {
+    if let Some(link) = deleted {
+        index.remove(&link.domain, link.short_code.as_str());
+    }
+}
+
 /// Runs one query function from `crate::queries` on a connection of the right pool.
 /// `read` queries go to SQLite's readers, `write` ones to its single writer; PostgreSQL has one
 /// pool for both.
@@ -154,6 +186,25 @@ macro_rules! dispatch {
                 let pool = dispatch!(@pool $access, pools);
                 let mut conn = pool.get().await?;
                 crate::sqlite::queries::$func(&mut conn, $($arg),*).await
+            }
+        }
+    };
+    // A write that changes links: on SQLite, its effect on the redirect index is applied after
+    // it commits and before the single writer connection is released, so in commit order.
+    ($self:ident, write, $func:ident($($arg:expr),* $(,)?), index: $apply:expr) => {
+        match &$self.backend {
+            Backend::Postgres(pool) => {
+                let mut conn = pool.get().await?;
+                crate::pg::queries::$func(&mut conn, $($arg),*).await
+            }
+            Backend::Sqlite(pools) => {
+                let mut conn = pools.writer.get().await?;
+                let result = crate::sqlite::queries::$func(&mut conn, $($arg),*).await;
+                if let Ok(changed) = &result {
+                    $apply(&pools.index, changed);
+                }
+                drop(conn);
+                result
             }
         }
     };
@@ -200,6 +251,7 @@ impl Store {
             Backend::Sqlite(SqlitePools {
                 readers,
                 writer,
+                index: Arc::new(RedirectIndex::empty()),
                 _checkpointer: checkpointer,
             })
         } else {
@@ -305,8 +357,12 @@ impl Store {
         base: &BaseUrl,
     ) -> Result<Vec<CreateOutcome>, StorageError> {
         let base = base.clone();
-        self.detached(|s| async move { dispatch!(s, write, create_links(links, &base)) })
-            .await
+        let outcomes = self
+            .detached(|s| async move {
+                dispatch!(s, write, create_links(links, &base), index: index_created)
+            })
+            .await?;
+        Ok(outcomes.into_iter().map(|(outcome, _)| outcome).collect())
     }
 
     /// One of the workspace's links, by id or by short code on `domain`.
@@ -349,6 +405,54 @@ impl Store {
         }
     }
 
+    /// On SQLite, loads every link's redirect target into memory, where [`Store::resolve_in_memory`]
+    /// finds it without a database read, and keeps it in step with every change this store
+    /// makes. Returns whether the links fit in `budget_bytes` (about 30 bytes a link plus its code
+    /// and destination); when they do not, or later outgrow it, there is no index. PostgreSQL:
+    /// false (other instances change the same links).
+    ///
+    /// Only for a store that is its file's one writer of links: a link another process or
+    /// another `Store` creates, changes or deletes would not be seen.
+    pub async fn load_redirect_index(&self, budget_bytes: usize) -> Result<bool, StorageError> {
+        let Backend::Sqlite(pools) = &self.backend else {
+            return Ok(false);
+        };
+        let pools = pools.clone();
+        self.detached(|_| async move {
+            // Holding the writer, no change can slip between the pages read and the install.
+            let mut conn = pools.writer.get().await?;
+            let mut tables = Tables::new(budget_bytes);
+            let mut after = 0;
+            loop {
+                let page = crate::sqlite::redirect_targets_after(&mut conn, after, INDEX_LOAD_PAGE)
+                    .await?;
+                let Some((_, _, last)) = page.last() else {
+                    break;
+                };
+                after = last.counter.0;
+                for (domain, code, target) in &page {
+                    if !tables.insert(domain, code, target) {
+                        pools.index.install(None);
+                        return Ok(false);
+                    }
+                }
+            }
+            pools.index.install(Some(tables));
+            Ok(true)
+        })
+        .await
+    }
+
+    /// The link a redirect for `code` on `domain` follows, from the redirect index: `None` when
+    /// there is no index (see [`Store::load_redirect_index`]), `Some(None)` when no link has the
+    /// code.
+    pub fn resolve_in_memory(&self, domain: &str, code: &str) -> Option<Option<RedirectTarget>> {
+        match &self.backend {
+            Backend::Sqlite(pools) => pools.index.get(domain, code),
+            Backend::Postgres(_) => None,
+        }
+    }
+
     /// Up to `limit` of the workspace's links, newest first, older than `before` when given.
     pub async fn list_links(
         &self,
@@ -374,7 +478,8 @@ impl Store {
             dispatch!(
                 s,
                 write,
-                update_destination(workspace, &link, &domain, &destination, now)
+                update_destination(workspace, &link, &domain, &destination, now),
+                index: index_changed
             )
         })
         .await
@@ -388,22 +493,23 @@ impl Store {
         domain: &str,
     ) -> Result<Option<Link>, StorageError> {
         let (link, domain) = (link.clone(), domain.to_owned());
-        self.detached(
-            |s| async move { dispatch!(s, write, delete_link(workspace, &link, &domain)) },
-        )
+        self.detached(|s| async move {
+            dispatch!(s, write, delete_link(workspace, &link, &domain), index: index_deleted)
+        })
         .await
     }
 
     /// Adds a batch of clicks to the counters, with their `link.clicked` events, atomically.
+    /// Shared, not copied: the caller keeps it to retry a failed write.
     pub async fn record_clicks(
         &self,
-        batch: &ClickBatch,
+        batch: Arc<ClickBatch>,
         base: &BaseUrl,
     ) -> Result<(), StorageError> {
         if batch.links.is_empty() {
             return Ok(());
         }
-        let (batch, base) = (batch.clone(), base.clone());
+        let base = base.clone();
         self.detached(|s| async move { dispatch!(s, write, record_clicks(&batch, &base)) })
             .await
     }
@@ -412,6 +518,15 @@ impl Store {
     pub async fn create_webhook(&self, hook: &Webhook) -> Result<(), StorageError> {
         let hook = hook.clone();
         self.detached(|s| async move { dispatch!(s, write, insert_webhook(&hook)) })
+            .await
+    }
+
+    /// The workspaces with an active endpoint subscribed to `kind`.
+    pub async fn workspaces_subscribed(
+        &self,
+        kind: EventKind,
+    ) -> Result<HashSet<WorkspaceId>, StorageError> {
+        self.detached(|s| async move { dispatch!(s, read, workspaces_subscribed(kind)) })
             .await
     }
 

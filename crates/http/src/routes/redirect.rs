@@ -70,6 +70,10 @@ pub async fn redirect(state: Data<AppState>, req: HttpRequest) -> Result<HttpRes
 }
 
 async fn find(state: &AppState, code: &str) -> Result<Option<Arc<RedirectTarget>>, ApiError> {
+    // A store that holds every link in memory answers exactly, at once: no cache in front.
+    if let Some(found) = state.store.resolve_in_memory(state.domain(), code) {
+        return Ok(found.map(Arc::new));
+    }
     match state.links.get(code) {
         Cached::Found(target) => return Ok(Some(target)),
         Cached::Absent => return Ok(None),

@@ -172,6 +172,9 @@ async fn create(
         consecutive_failures: 0,
     };
     state.store.create_webhook(&hook).await?;
+    if hook.events.contains(&EventKind::LinkClicked) {
+        state.clicks.listen(hook.workspace_id);
+    }
     Ok(ok(WebhookView::new(&hook, true)))
 }
 

@@ -3,17 +3,13 @@
 use std::collections::HashMap;
 
 use diesel::prelude::*;
-use diesel::sql_types::BigInt;
 use diesel_async::{AsyncConnection, RunQueryDsl};
 use shortlink_domain::{BaseUrl, ClickInfo, Event, EventKind, Timestamp};
 
-use super::{Backend, Conn, outbox, placeholder};
+use super::{Conn, add_clicks, outbox};
 use crate::rows::{LinkRow, with_clicks};
 use crate::schema::links;
 use crate::{ClickBatch, LinkClicks, StorageError};
-
-/// Links per counter update: 2 bound values each, well under either backend's limit.
-const UPDATE_CHUNK: usize = 1000;
 
 /// Adds each link's clicks to its counter and writes `link.clicked` events for subscribed
 /// endpoints, all in one transaction: either the whole batch counts or none of it does, so a
@@ -23,10 +19,15 @@ pub(crate) async fn record_clicks(
     batch: &ClickBatch,
     base: &BaseUrl,
 ) -> Result<(), StorageError> {
+    // In key order, so consecutive updates land on the same or the next page of the counters.
+    let mut counts: Vec<(i64, i64)> = batch
+        .links
+        .iter()
+        .map(|l| (l.counter.0, i64::try_from(l.count).unwrap_or(i64::MAX)))
+        .collect();
+    counts.sort_unstable();
     c.transaction(async |c| -> Result<(), StorageError> {
-        for chunk in batch.links.chunks(UPDATE_CHUNK) {
-            add_clicks(c, chunk).await?;
-        }
+        add_clicks(c, counts).await?;
         let subs = outbox::subscriptions(c, batch.links.iter().map(|l| l.workspace_id)).await?;
         let wanted: Vec<&LinkClicks> = batch
             .links
@@ -73,27 +74,4 @@ pub(crate) async fn record_clicks(
         outbox::write(c, &subs, &events).await
     })
     .await
-}
-
-/// One statement for many counters: `WITH v(k, n) AS (VALUES (…), …) UPDATE link_clicks SET
-/// clicks = link_clicks.clicks + v.n FROM v …`. A statement per link cost a round trip (or, on
-/// SQLite, a thread handoff) per clicked link.
-async fn add_clicks(c: &mut Conn, chunk: &[LinkClicks]) -> Result<(), StorageError> {
-    let values: Vec<String> = (0..chunk.len())
-        .map(|i| format!("({}, {})", placeholder(2 * i + 1), placeholder(2 * i + 2)))
-        .collect();
-    let sql = format!(
-        "WITH v (k, n) AS (VALUES {}) UPDATE link_clicks \
-         SET clicks = link_clicks.clicks + v.n FROM v WHERE link_clicks.link_seq = v.k",
-        values.join(", ")
-    );
-    let mut query = diesel::sql_query(sql).into_boxed::<Backend>();
-    for entry in chunk {
-        let count = i64::try_from(entry.count).unwrap_or(i64::MAX);
-        query = query
-            .bind::<BigInt, _>(entry.counter.0)
-            .bind::<BigInt, _>(count);
-    }
-    query.execute(c).await?;
-    Ok(())
 }

@@ -1,6 +1,6 @@
 //! Links: creation (single and bulk share one path), lookup, listing, change, deletion.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use diesel::dsl::AsSelect;
 use diesel::prelude::*;
@@ -10,7 +10,7 @@ use shortlink_domain::{BaseUrl, Destination, Event, Link, LinkId, LinkRef, Slug,
 use super::{Backend, Conn, insert_new_links, outbox};
 use crate::rows::{LinkRow, NewLinkRow, RedirectRow, found, with_clicks};
 use crate::schema::links;
-use crate::{CreateOutcome, NewLink, RedirectTarget, StorageError};
+use crate::{CounterKey, CreateOutcome, NewLink, RedirectTarget, StorageError};
 
 /// Generated slugs collide with probability ~n/62^7; after this many fresh draws for one link
 /// something else is wrong.
@@ -18,14 +18,15 @@ const GENERATED_SLUG_ATTEMPTS: usize = 8;
 
 /// Inserts every link that can be inserted, in one transaction with one multi-row insert (plus
 /// one more per round of generated-slug collisions), and writes their `link.created` events to
-/// the outbox in the same transaction. Outcomes are in input order.
+/// the outbox in the same transaction. Outcomes are in input order, each created link's with its
+/// counter key.
 pub(crate) async fn create_links(
     c: &mut Conn,
     new: Vec<NewLink>,
     base: &BaseUrl,
-) -> Result<Vec<CreateOutcome>, StorageError> {
-    c.transaction(async |c| -> Result<Vec<CreateOutcome>, StorageError> {
-        let mut outcomes: Vec<Option<CreateOutcome>> = vec![None; new.len()];
+) -> Result<Vec<(CreateOutcome, Option<CounterKey>)>, StorageError> {
+    c.transaction(async |c| -> Result<_, StorageError> {
+        let mut outcomes: Vec<Option<(CreateOutcome, Option<CounterKey>)>> = vec![None; new.len()];
         let mut seen_custom = HashSet::new();
         // (input index, link, whether the slug was chosen by the client)
         let mut pending: Vec<(usize, Link, bool)> = Vec::with_capacity(new.len());
@@ -33,7 +34,7 @@ pub(crate) async fn create_links(
             let custom = link.slug.is_some();
             if let Some(slug) = &link.slug {
                 if !seen_custom.insert(slug.clone()) {
-                    outcomes[i] = Some(CreateOutcome::SlugConflict);
+                    outcomes[i] = Some((CreateOutcome::SlugConflict, None));
                     continue;
                 }
             }
@@ -58,14 +59,15 @@ pub(crate) async fn create_links(
                 .iter()
                 .map(|(_, link, _)| NewLinkRow::from_domain(link))
                 .collect();
-            let inserted: HashSet<String> = insert_new_links(c, rows).await?.into_iter().collect();
+            let inserted: HashMap<String, i64> =
+                insert_new_links(c, rows).await?.into_iter().collect();
             let mut retry = Vec::new();
             for (i, mut link, custom) in pending {
-                if inserted.contains(&link.id.to_string()) {
+                if let Some(&seq) = inserted.get(&link.id.to_string()) {
                     created.push((link.workspace_id, Event::link_created(link.view(base))));
-                    outcomes[i] = Some(CreateOutcome::Created(link));
+                    outcomes[i] = Some((CreateOutcome::Created(link), Some(CounterKey(seq))));
                 } else if custom {
-                    outcomes[i] = Some(CreateOutcome::SlugConflict);
+                    outcomes[i] = Some((CreateOutcome::SlugConflict, None));
                 } else {
                     link.short_code = Slug::generate();
                     retry.push((i, link, custom));
@@ -79,7 +81,7 @@ pub(crate) async fn create_links(
         outbox::enqueue(c, &created).await?;
         Ok(outcomes
             .into_iter()
-            .map(|o| o.unwrap_or(CreateOutcome::SlugConflict))
+            .map(|o| o.unwrap_or((CreateOutcome::SlugConflict, None)))
             .collect())
     })
     .await

@@ -1,12 +1,14 @@
 //! Webhook endpoints and the read side of their deliveries.
 
+use std::collections::HashSet;
+
 use diesel::prelude::*;
 use diesel_async::RunQueryDsl;
-use shortlink_domain::{Delivery, Webhook, WebhookId, WorkspaceId};
+use shortlink_domain::{Delivery, EventKind, Webhook, WebhookId, WorkspaceId};
 
 use super::Conn;
 use crate::StorageError;
-use crate::rows::{DeliveryRow, WebhookRow, found};
+use crate::rows::{DeliveryRow, WebhookRow, found, split_events};
 use crate::schema::{webhook_deliveries, webhooks};
 
 pub(crate) async fn insert_webhook(c: &mut Conn, hook: &Webhook) -> Result<(), StorageError> {
@@ -15,6 +17,28 @@ pub(crate) async fn insert_webhook(c: &mut Conn, hook: &Webhook) -> Result<(), S
         .execute(c)
         .await?;
     Ok(())
+}
+
+/// The workspaces with an active endpoint subscribed to `kind`.
+pub(crate) async fn workspaces_subscribed(
+    c: &mut Conn,
+    kind: EventKind,
+) -> Result<HashSet<WorkspaceId>, StorageError> {
+    let rows: Vec<(String, String)> = webhooks::table
+        .filter(webhooks::disabled_at.is_null())
+        .select((webhooks::workspace_id, webhooks::events))
+        .load(c)
+        .await?;
+    let mut subscribed = HashSet::new();
+    for (workspace, kinds) in rows {
+        if split_events(&kinds)?.contains(&kind) {
+            subscribed.insert(
+                WorkspaceId::parse(&workspace)
+                    .map_err(|_| StorageError::Corrupt("workspace id"))?,
+            );
+        }
+    }
+    Ok(subscribed)
 }
 
 pub(crate) async fn list_webhooks(

@@ -56,13 +56,12 @@ each_backend!(
         let batch = ClickBatch {
             links: vec![LinkClicks {
                 counter,
-                link_id: link.id,
                 workspace_id: acme.id,
                 count: 2,
                 clicks: vec![click],
             }],
         };
-        store.record_clicks(&batch, &base()).await.unwrap();
+        store.record_clicks(batch.into(), &base()).await.unwrap();
 
         let on_created = store
             .list_deliveries(acme.id, created.id, 10)

@@ -8,6 +8,7 @@
 mod deliveries;
 mod links;
 mod migrations;
+mod redirect_index;
 mod workspaces;
 
 use shortlink_domain::{

@@ -66,13 +66,12 @@ async fn links_and_clicks_survive_the_counter_migration() {
         let batch = ClickBatch {
             links: vec![LinkClicks {
                 counter: resolved.counter,
-                link_id: link,
                 workspace_id: workspace,
                 count: 2,
                 clicks: vec![],
             }],
         };
-        store.record_clicks(&batch, &base()).await.unwrap();
+        store.record_clicks(batch.into(), &base()).await.unwrap();
         let ws = store.find_workspace("acme").await.unwrap().unwrap();
         let new = create(&store, new_link(&ws, Some("new"), "https://example.com/n")).await;
         let clicks = async |id| {

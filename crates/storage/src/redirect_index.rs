@@ -1,0 +1,412 @@
+//! Every link's redirect target in memory, for a SQLite store that is the only writer of its file.
+//!
+//! The redirect of a code the in-process cache has not seen costs a SQLite read (two B-tree
+//! searches, pages copied from the OS, a read transaction): with a million links drawn at
+//! random that is most requests, and twice the server's CPU per redirect. Link services keep the
+//! code → destination map in memory for that reason (in Redis, typically); with the embedded
+//! database the process itself can, because every change of a link passes through its one
+//! writer connection: the store applies each change here after it commits, while it still holds
+//! that connection, so the index changes in commit order and is never stale.
+//!
+//! Memory is the price: about 30 bytes per link plus its code and destination, packed into
+//! 1 MiB chunks (no allocation per link), with a hash table of 4-byte offsets per domain. The
+//! index has a budget; a store whose links do not fit (at load, or later as links are created)
+//! drops the index and redirects read SQLite again, behind the bounded cache. Records replaced or
+//! removed are garbage until the index is rebuilt, which happens once garbage outweighs what is
+//! live (a pause of the writer and of lookups for a few tens of milliseconds per million links).
+
+use std::collections::HashMap;
+use std::hash::BuildHasher;
+use std::sync::RwLock;
+
+use hashbrown::{DefaultHashBuilder, HashTable};
+use shortlink_domain::{Destination, WorkspaceId};
+
+use crate::{CounterKey, RedirectTarget};
+
+/// Arena chunk size. A record never spans two chunks, so this bounds a record's size: a code of
+/// at most 64 bytes and a destination of at most 8,192 characters fit many times over.
+const CHUNK: usize = 1 << 20;
+const CHUNK_BITS: u32 = CHUNK.trailing_zeros();
+
+/// `code_len: u8, destination_len: u32, seq: i64, workspace: u32`, then the code and the
+/// destination.
+const HEADER: usize = 1 + 4 + 8 + 4;
+
+/// Rebuilding is not worth it for less garbage than this.
+const MIN_GARBAGE_TO_COMPACT: usize = 4 << 20;
+
+/// The index, when there is one. `None` until it is loaded, and after it outgrew its budget.
+#[derive(Debug)]
+pub(crate) struct RedirectIndex {
+    tables: RwLock<Option<Tables>>,
+}
+
+impl RedirectIndex {
+    pub(crate) fn empty() -> Self {
+        Self {
+            tables: RwLock::new(None),
+        }
+    }
+
+    /// Installs a freshly loaded index (or none, when the links did not fit).
+    pub(crate) fn install(&self, tables: Option<Tables>) {
+        *self.write() = tables;
+    }
+
+    /// `None` when there is no index; otherwise the link with `code` on `domain`, if any.
+    pub(crate) fn get(&self, domain: &str, code: &str) -> Option<Option<RedirectTarget>> {
+        let tables = self.tables.read().unwrap_or_else(|e| e.into_inner());
+        Some(tables.as_ref()?.get(domain, code))
+    }
+
+    /// Records links that were just committed (or changed: a code's earlier record is replaced).
+    pub(crate) fn insert<'a>(
+        &self,
+        links: impl IntoIterator<Item = (&'a str, &'a str, RedirectTarget)>,
+    ) {
+        let mut guard = self.write();
+        let Some(tables) = guard.as_mut() else { return };
+        for (domain, code, target) in links {
+            if !tables.insert(domain, code, &target) {
+                tracing::warn!(
+                    budget_bytes = tables.budget,
+                    "the links no longer fit the redirect index's budget: redirects read the \
+                     database from now on (raise --redirect-index-mib)"
+                );
+                *guard = None;
+                return;
+            }
+        }
+        tables.compact_if_worthwhile();
+    }
+
+    /// Points an indexed code elsewhere.
+    pub(crate) fn set_destination(&self, domain: &str, code: &str, destination: &Destination) {
+        let current = self.get(domain, code).flatten();
+        if let Some(mut target) = current {
+            target.destination = destination.clone();
+            self.insert([(domain, code, target)]);
+        }
+    }
+
+    /// Forgets a deleted code.
+    pub(crate) fn remove(&self, domain: &str, code: &str) {
+        if let Some(tables) = self.write().as_mut() {
+            tables.remove(domain, code);
+            tables.compact_if_worthwhile();
+        }
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, Option<Tables>> {
+        // A panic while holding the lock cannot leave a half-written record reachable: offsets
+        // enter a table only after their record is complete.
+        self.tables.write().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// The index proper: one hash table per domain, records in an arena.
+#[derive(Debug)]
+pub(crate) struct Tables {
+    domains: HashMap<Box<str>, HashTable<u32>>,
+    arena: Arena,
+    workspaces: Workspaces,
+    hasher: DefaultHashBuilder,
+    budget: usize,
+}
+
+impl Tables {
+    /// An empty index that may grow to about `budget` bytes.
+    pub(crate) fn new(budget: usize) -> Self {
+        Self {
+            domains: HashMap::new(),
+            arena: Arena::default(),
+            workspaces: Workspaces::default(),
+            hasher: DefaultHashBuilder::default(),
+            budget,
+        }
+    }
+
+    /// Adds or replaces a code's record; false when the index would exceed its budget.
+    pub(crate) fn insert(&mut self, domain: &str, code: &str, target: &RedirectTarget) -> bool {
+        let Some(record) = encode(code, target, self.workspaces.intern(target.workspace_id)) else {
+            return false;
+        };
+        if self.bytes() + record.len() > self.budget {
+            self.compact();
+            if self.bytes() + record.len() > self.budget {
+                return false;
+            }
+        }
+        let at = self.arena.push(&record);
+        let hash = self.hasher.hash_one(code);
+        let (arena, hasher) = (&self.arena, &self.hasher);
+        let table = match self.domains.get_mut(domain) {
+            Some(table) => table,
+            None => self.domains.entry(domain.into()).or_default(),
+        };
+        let entry = table.entry(
+            hash,
+            |&other| arena.record(other).code == code,
+            |&other| hasher.hash_one(arena.record(other).code),
+        );
+        if let hashbrown::hash_table::Entry::Occupied(mut slot) = entry {
+            let old = std::mem::replace(slot.get_mut(), at);
+            self.arena.forget(old);
+        } else {
+            entry.insert(at);
+        }
+        true
+    }
+
+    fn get(&self, domain: &str, code: &str) -> Option<RedirectTarget> {
+        let table = self.domains.get(domain)?;
+        let at = table.find(self.hasher.hash_one(code), |&at| {
+            self.arena.record(at).code == code
+        })?;
+        let record = self.arena.record(*at);
+        Some(RedirectTarget {
+            counter: CounterKey(record.seq),
+            workspace_id: self.workspaces.get(record.workspace),
+            destination: Destination::from_trusted(record.destination.to_owned()),
+        })
+    }
+
+    fn remove(&mut self, domain: &str, code: &str) {
+        let Some(table) = self.domains.get_mut(domain) else {
+            return;
+        };
+        let arena = &self.arena;
+        let found = table.find_entry(self.hasher.hash_one(code), |&at| {
+            arena.record(at).code == code
+        });
+        if let Ok(slot) = found {
+            let (at, _) = slot.remove();
+            self.arena.forget(at);
+        }
+    }
+
+    /// Bytes held: records (live and garbage) and table slots (4-byte offset, 1 control byte).
+    fn bytes(&self) -> usize {
+        let slots: usize = self.domains.values().map(|t| t.capacity() * 5).sum();
+        self.arena.bytes() + slots
+    }
+
+    /// Compacts once garbage outweighs live records.
+    fn compact_if_worthwhile(&mut self) {
+        if self.arena.garbage >= MIN_GARBAGE_TO_COMPACT && self.arena.garbage >= self.arena.live {
+            self.compact();
+        }
+    }
+
+    /// Rebuilds the arena without garbage, copying each live record once.
+    fn compact(&mut self) {
+        if self.arena.garbage == 0 {
+            return;
+        }
+        let mut arena = Arena::default();
+        for table in self.domains.values_mut() {
+            for at in table.iter_mut() {
+                *at = arena.push(self.arena.bytes_of(*at));
+            }
+        }
+        self.arena = arena;
+    }
+}
+
+/// Links' records, packed into chunks; a record is addressed by `chunk << CHUNK_BITS | offset`.
+#[derive(Debug, Default)]
+struct Arena {
+    chunks: Vec<Box<[u8]>>,
+    /// Bytes used in the last chunk.
+    used: usize,
+    live: usize,
+    garbage: usize,
+}
+
+impl Arena {
+    fn push(&mut self, record: &[u8]) -> u32 {
+        if self.chunks.is_empty() || self.used + record.len() > CHUNK {
+            // Zeroed memory comes from the OS untouched: a chunk costs RSS as it fills.
+            self.chunks.push(vec![0; CHUNK].into_boxed_slice());
+            self.used = 0;
+        }
+        let chunk = self.chunks.len() - 1;
+        let offset = self.used;
+        self.chunks[chunk][offset..offset + record.len()].copy_from_slice(record);
+        self.used += record.len();
+        self.live += record.len();
+        u32::try_from(chunk << CHUNK_BITS | offset).expect("the budget keeps the arena under 4 GiB")
+    }
+
+    fn forget(&mut self, at: u32) {
+        let len = self.bytes_of(at).len();
+        self.live -= len;
+        self.garbage += len;
+    }
+
+    fn bytes(&self) -> usize {
+        self.live + self.garbage
+    }
+
+    fn bytes_of(&self, at: u32) -> &[u8] {
+        let (chunk, offset) = ((at >> CHUNK_BITS) as usize, at as usize & (CHUNK - 1));
+        let rest = &self.chunks[chunk][offset..];
+        let code_len = usize::from(rest[0]);
+        let destination_len = u32::from_le_bytes(array(&rest[1..5])) as usize;
+        &rest[..HEADER + code_len + destination_len]
+    }
+
+    fn record(&self, at: u32) -> Record<'_> {
+        let bytes = self.bytes_of(at);
+        let code_len = usize::from(bytes[0]);
+        let (code, destination) = bytes[HEADER..].split_at(code_len);
+        Record {
+            seq: i64::from_le_bytes(array(&bytes[5..13])),
+            workspace: u32::from_le_bytes(array(&bytes[13..17])),
+            // Both were whole `str`s when encoded.
+            code: std::str::from_utf8(code).unwrap_or_default(),
+            destination: std::str::from_utf8(destination).unwrap_or_default(),
+        }
+    }
+}
+
+struct Record<'a> {
+    seq: i64,
+    workspace: u32,
+    code: &'a str,
+    destination: &'a str,
+}
+
+fn array<const N: usize>(bytes: &[u8]) -> [u8; N] {
+    bytes.try_into().expect("slices are cut to length")
+}
+
+/// A record's bytes; `None` when the code or destination is too long for its length field or the
+/// record for a chunk (neither happens with validated links).
+fn encode(code: &str, target: &RedirectTarget, workspace: u32) -> Option<Vec<u8>> {
+    let destination = target.destination.as_str();
+    let mut record = Vec::with_capacity(HEADER + code.len() + destination.len());
+    record.push(u8::try_from(code.len()).ok()?);
+    record.extend_from_slice(&u32::try_from(destination.len()).ok()?.to_le_bytes());
+    record.extend_from_slice(&target.counter.0.to_le_bytes());
+    record.extend_from_slice(&workspace.to_le_bytes());
+    record.extend_from_slice(code.as_bytes());
+    record.extend_from_slice(destination.as_bytes());
+    (record.len() <= CHUNK).then_some(record)
+}
+
+/// Workspace ids, each stored once; records hold their 4-byte number.
+#[derive(Debug, Default)]
+struct Workspaces {
+    ids: Vec<WorkspaceId>,
+    numbers: HashMap<WorkspaceId, u32>,
+}
+
+impl Workspaces {
+    fn intern(&mut self, id: WorkspaceId) -> u32 {
+        *self.numbers.entry(id).or_insert_with(|| {
+            self.ids.push(id);
+            u32::try_from(self.ids.len() - 1).expect("fewer than 4 billion workspaces")
+        })
+    }
+
+    fn get(&self, number: u32) -> WorkspaceId {
+        self.ids[number as usize]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use shortlink_domain::BaseUrl;
+
+    use super::*;
+
+    fn target(seq: i64, destination: &str) -> RedirectTarget {
+        let base = BaseUrl::parse("http://sho.rt").expect("a base URL");
+        RedirectTarget {
+            counter: CounterKey(seq),
+            workspace_id: WorkspaceId::generate(),
+            destination: Destination::parse(destination, &base).expect("a destination"),
+        }
+    }
+
+    fn loaded(budget: usize) -> RedirectIndex {
+        let index = RedirectIndex::empty();
+        index.install(Some(Tables::new(budget)));
+        index
+    }
+
+    #[test]
+    fn without_an_index_nothing_is_answered() {
+        let index = RedirectIndex::empty();
+        index.insert([("sho.rt", "a", target(1, "https://example.com/"))]);
+        assert_eq!(index.get("sho.rt", "a"), None);
+    }
+
+    #[test]
+    fn codes_are_found_per_domain_changed_and_removed() {
+        let index = loaded(1 << 30);
+        let (a, b) = (
+            target(1, "https://a.example/"),
+            target(2, "https://b.example/x?y=1"),
+        );
+        index.insert([
+            ("sho.rt", "a", a.clone()),
+            ("sho.rt", "b", b.clone()),
+            ("other.rt", "a", b.clone()),
+        ]);
+        assert_eq!(index.get("sho.rt", "a"), Some(Some(a.clone())));
+        assert_eq!(index.get("sho.rt", "b"), Some(Some(b.clone())));
+        assert_eq!(index.get("other.rt", "a"), Some(Some(b.clone())));
+        assert_eq!(index.get("sho.rt", "c"), Some(None));
+        assert_eq!(index.get("elsewhere", "a"), Some(None));
+
+        let moved = Destination::from_trusted("https://moved.example/".into());
+        index.set_destination("sho.rt", "a", &moved);
+        let expected = RedirectTarget {
+            destination: moved,
+            ..a
+        };
+        assert_eq!(index.get("sho.rt", "a"), Some(Some(expected)));
+
+        index.remove("sho.rt", "a");
+        assert_eq!(index.get("sho.rt", "a"), Some(None));
+        assert_eq!(index.get("other.rt", "a"), Some(Some(b)));
+    }
+
+    #[test]
+    fn an_index_over_its_budget_is_dropped() {
+        let index = loaded(4096);
+        let long = format!("https://example.com/{}", "a".repeat(5000));
+        index.insert([("sho.rt", "a", target(1, "https://example.com/"))]);
+        assert_eq!(
+            index.get("sho.rt", "a").map(|found| found.is_some()),
+            Some(true)
+        );
+        index.insert([("sho.rt", "b", target(2, &long))]);
+        assert_eq!(index.get("sho.rt", "a"), None, "no index at all");
+    }
+
+    #[test]
+    fn garbage_is_compacted_away_and_every_live_code_survives() {
+        let mut tables = Tables::new(1 << 30);
+        let targets: Vec<RedirectTarget> = (0..20_000)
+            .map(|i| target(i, &format!("https://example.com/{i:0>200}")))
+            .collect();
+        for (i, t) in targets.iter().enumerate() {
+            assert!(tables.insert("sho.rt", &i.to_string(), t));
+        }
+        // Every record replaced once: as much garbage as live data, over the threshold.
+        for (i, t) in targets.iter().enumerate() {
+            assert!(tables.insert("sho.rt", &i.to_string(), t));
+        }
+        let before = tables.arena.bytes();
+        tables.compact_if_worthwhile();
+        assert_eq!(tables.arena.garbage, 0);
+        assert_eq!(tables.arena.bytes() * 2, before);
+        for (i, t) in targets.iter().enumerate() {
+            assert_eq!(tables.get("sho.rt", &i.to_string()).as_ref(), Some(t));
+        }
+    }
+}
