@@ -130,22 +130,25 @@ impl ClickCounter {
         }
     }
 
-    /// Everything recorded so far, one entry per link however many shards counted it: a batch
-    /// must not name a counter twice.
+    /// Everything recorded so far, one entry per link however many shards counted it (a batch
+    /// must not name a counter twice), in counter order. The shards keep their capacity: a
+    /// shard's map is not grown from nothing after every flush.
     fn take(&self) -> ClickBatch {
         self.recorded.store(0, Ordering::Relaxed);
-        let mut all = Pending::new();
+        let mut links = Vec::new();
         for shard in &self.shards {
-            let taken = std::mem::take(&mut *shard.lock());
-            if all.is_empty() {
-                all = taken;
-            } else {
-                taken.into_values().for_each(|link| add(&mut all, link));
+            links.extend(shard.lock().drain().map(|(_, link)| link));
+        }
+        links.sort_unstable_by_key(|link| link.counter);
+        links.dedup_by(|later, kept| {
+            let same = later.counter == kept.counter;
+            if same {
+                kept.count += later.count;
+                kept.clicks.append(&mut later.clicks);
             }
-        }
-        ClickBatch {
-            links: all.into_values().collect(),
-        }
+            same
+        });
+        ClickBatch { links }
     }
 
     fn put_back(&self, batch: ClickBatch) {

@@ -8,7 +8,7 @@
 //! writer connection: the store applies each change here after it commits, while it still holds
 //! that connection, so the index changes in commit order and is never stale.
 //!
-//! Memory is the price: about 30 bytes per link plus its code and destination, packed into
+//! Memory is the price: about 20 bytes per link plus its code and destination, packed into
 //! 1 MiB chunks (no allocation per link), with a hash table of 4-byte offsets per domain. The
 //! index has a budget; a store whose links do not fit (at load, or later as links are created)
 //! drops the index and redirects read SQLite again, behind the bounded cache. Records replaced or
@@ -28,10 +28,6 @@ use crate::{CounterKey, RedirectTarget};
 /// at most 64 bytes and a destination of at most 8,192 characters fit many times over.
 const CHUNK: usize = 1 << 20;
 const CHUNK_BITS: u32 = CHUNK.trailing_zeros();
-
-/// `code_len: u8, destination_len: u32, seq: i64, workspace: u32`, then the code and the
-/// destination.
-const HEADER: usize = 1 + 4 + 8 + 4;
 
 /// Rebuilding is not worth it for less garbage than this.
 const MIN_GARBAGE_TO_COMPACT: usize = 4 << 20;
@@ -129,7 +125,8 @@ impl Tables {
 
     /// Adds or replaces a code's record; false when the index would exceed its budget.
     pub(crate) fn insert(&mut self, domain: &str, code: &str, target: &RedirectTarget) -> bool {
-        let Some(record) = encode(code, target, self.workspaces.intern(target.workspace_id)) else {
+        let workspace = self.workspaces.intern(target.workspace_id);
+        let Some(record) = Record::encode(code, target, workspace) else {
             return false;
         };
         if self.bytes() + record.len() > self.budget {
@@ -252,48 +249,68 @@ impl Arena {
     fn bytes_of(&self, at: u32) -> &[u8] {
         let (chunk, offset) = ((at >> CHUNK_BITS) as usize, at as usize & (CHUNK - 1));
         let rest = &self.chunks[chunk][offset..];
-        let code_len = usize::from(rest[0]);
-        let destination_len = u32::from_le_bytes(array(&rest[1..5])) as usize;
-        &rest[..HEADER + code_len + destination_len]
+        &rest[..Record::decode(rest).len]
     }
 
     fn record(&self, at: u32) -> Record<'_> {
-        let bytes = self.bytes_of(at);
-        let code_len = usize::from(bytes[0]);
-        let (code, destination) = bytes[HEADER..].split_at(code_len);
-        Record {
-            seq: i64::from_le_bytes(array(&bytes[5..13])),
-            workspace: u32::from_le_bytes(array(&bytes[13..17])),
-            // Both were whole `str`s when encoded.
-            code: std::str::from_utf8(code).unwrap_or_default(),
-            destination: std::str::from_utf8(destination).unwrap_or_default(),
-        }
+        Record::decode(self.bytes_of(at))
     }
 }
 
+/// One link's record: the three numbers as varints (a million links' fit in 5 or 6 bytes), then
+/// the code and the destination.
 struct Record<'a> {
     seq: i64,
     workspace: u32,
     code: &'a str,
     destination: &'a str,
+    /// Bytes the record takes.
+    len: usize,
 }
 
-fn array<const N: usize>(bytes: &[u8]) -> [u8; N] {
-    bytes.try_into().expect("slices are cut to length")
-}
+impl<'a> Record<'a> {
+    /// The record's bytes; `None` when the record would not fit a chunk (no validated link
+    /// comes near).
+    fn encode(code: &str, target: &RedirectTarget, workspace: u32) -> Option<Vec<u8>> {
+        use unsigned_varint::encode;
 
-/// A record's bytes; `None` when the code or destination is too long for its length field or the
-/// record for a chunk (neither happens with validated links).
-fn encode(code: &str, target: &RedirectTarget, workspace: u32) -> Option<Vec<u8>> {
-    let destination = target.destination.as_str();
-    let mut record = Vec::with_capacity(HEADER + code.len() + destination.len());
-    record.push(u8::try_from(code.len()).ok()?);
-    record.extend_from_slice(&u32::try_from(destination.len()).ok()?.to_le_bytes());
-    record.extend_from_slice(&target.counter.0.to_le_bytes());
-    record.extend_from_slice(&workspace.to_le_bytes());
-    record.extend_from_slice(code.as_bytes());
-    record.extend_from_slice(destination.as_bytes());
-    (record.len() <= CHUNK).then_some(record)
+        let destination = target.destination.as_str();
+        let mut record = Vec::with_capacity(24 + code.len() + destination.len());
+        for number in [
+            code.len() as u64,
+            destination.len() as u64,
+            target.counter.0 as u64,
+            u64::from(workspace),
+        ] {
+            record.extend_from_slice(encode::u64(number, &mut encode::u64_buffer()));
+        }
+        record.extend_from_slice(code.as_bytes());
+        record.extend_from_slice(destination.as_bytes());
+        (record.len() <= CHUNK).then_some(record)
+    }
+
+    /// Reads the record at the start of `bytes`, which [`Record::encode`] wrote.
+    fn decode(bytes: &'a [u8]) -> Self {
+        let mut rest = bytes;
+        let mut number = || {
+            let (n, after) = unsigned_varint::decode::u64(rest).unwrap_or((0, rest));
+            rest = after;
+            n
+        };
+        let (code_len, destination_len) = (number() as usize, number() as usize);
+        let (seq, workspace) = (number() as i64, number() as u32);
+        let header = bytes.len() - rest.len();
+        let (code, rest) = rest.split_at(code_len);
+        let destination = &rest[..destination_len];
+        Record {
+            seq,
+            workspace,
+            // Both were whole `str`s when encoded.
+            code: std::str::from_utf8(code).unwrap_or_default(),
+            destination: std::str::from_utf8(destination).unwrap_or_default(),
+            len: header + code_len + destination_len,
+        }
+    }
 }
 
 /// Workspace ids, each stored once; records hold their 4-byte number.

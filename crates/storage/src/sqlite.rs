@@ -72,20 +72,39 @@ pub(crate) async fn insert_new_links(
     Ok(inserted.into_iter().map(|r| (r.id, r.seq)).collect())
 }
 
-/// Adds `(counter key, clicks)` pairs to the counters: one cached statement per link, all on the
-/// connection's thread in one handoff. Cheaper here than one statement with a thousand rows of
-/// `VALUES`, which SQLite parsed anew every time and joined through a temporary table.
+diesel::table! {
+    /// The writer connection's scratch table (`TEMP`, in memory; made by the writer's set-up in
+    /// `crate::pool`): the click counts of the flush in progress.
+    pending_clicks (link_seq) {
+        link_seq -> BigInt,
+        clicks -> BigInt,
+    }
+}
+
+/// Adds `pending_clicks` to the counters, in key order, and empties it.
+const APPLY_PENDING_CLICKS: &str = "UPDATE link_clicks SET clicks = clicks + \
+    (SELECT p.clicks FROM pending_clicks p WHERE p.link_seq = link_clicks.link_seq) \
+    WHERE link_seq IN (SELECT link_seq FROM pending_clicks); DELETE FROM pending_clicks;";
+
+/// Adds `(counter key, clicks)` pairs to the counters, all on the connection's thread in one
+/// handoff: each pair into the scratch table by an insert prepared once per connection, then one
+/// short update for all. diesel prepares every `UPDATE` and `sql_query` anew, so both an update
+/// per link and one update with a thousand rows of `VALUES` spent most of the flush in SQLite's
+/// parser.
 pub(crate) async fn add_clicks(c: &mut Conn, counts: Vec<(i64, i64)>) -> QueryResult<()> {
-    use crate::schema::link_clicks as lc;
+    use diesel::connection::SimpleConnection;
 
     c.spawn_blocking(move |c| {
         for (key, count) in counts {
             diesel::RunQueryDsl::execute(
-                diesel::update(lc::table.find(key)).set(lc::clicks.eq(lc::clicks + count)),
+                diesel::insert_into(pending_clicks::table).values((
+                    pending_clicks::link_seq.eq(key),
+                    pending_clicks::clicks.eq(count),
+                )),
                 c,
             )?;
         }
-        Ok(())
+        c.batch_execute(APPLY_PENDING_CLICKS)
     })
     .await
 }
@@ -137,23 +156,41 @@ pub(crate) fn resolve_now(
     })
 }
 
-/// Up to `limit` links' redirect targets with their domain and code, in row-number order after
-/// `after`: the redirect index is loaded a page at a time, so loading never holds every row.
-pub(crate) async fn redirect_targets_after(
-    c: &mut Conn,
-    after: i64,
-    limit: i64,
-) -> Result<Vec<(String, String, crate::RedirectTarget)>, crate::StorageError> {
+/// Every link's redirect target, read a page at a time on a connection of its own (whose page
+/// cache goes with it) on the calling thread, which loading blocks; `None` when they do not fit
+/// in `budget` bytes.
+pub(crate) fn load_redirect_index(
+    path: &str,
+    budget: usize,
+) -> Result<Option<crate::redirect_index::Tables>, crate::StorageError> {
+    use diesel::connection::SimpleConnection;
+    use diesel::{Connection, SqliteConnection};
+
     use crate::schema::links;
 
-    let rows: Vec<(String, String, RedirectRow)> = links::table
-        .filter(links::seq.gt(after))
-        .order(links::seq)
-        .limit(limit)
-        .select((links::domain, links::short_code, RedirectRow::as_select()))
-        .load(c)
-        .await?;
-    rows.into_iter()
-        .map(|(domain, code, row)| Ok((domain, code, row.into_target()?)))
-        .collect()
+    const PAGE: i64 = 2_000;
+    let mut conn = SqliteConnection::establish(path)
+        .map_err(|e| crate::StorageError::Unavailable(e.to_string()))?;
+    conn.batch_execute(crate::pool::SQLITE_READER_PRAGMAS)?;
+    let mut tables = crate::redirect_index::Tables::new(budget);
+    let mut after = 0;
+    loop {
+        let page: Vec<(String, String, RedirectRow)> = diesel::RunQueryDsl::load(
+            links::table
+                .filter(links::seq.gt(after))
+                .order(links::seq)
+                .limit(PAGE)
+                .select((links::domain, links::short_code, RedirectRow::as_select())),
+            &mut conn,
+        )?;
+        let Some((_, _, last)) = page.last() else {
+            return Ok(Some(tables));
+        };
+        after = last.seq;
+        for (domain, code, row) in page {
+            if !tables.insert(&domain, &code, &row.into_target()?) {
+                return Ok(None);
+            }
+        }
+    }
 }

@@ -10,11 +10,8 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use crate::pool::{self, PgPool, SqlitePool};
-use crate::redirect_index::{RedirectIndex, Tables};
+use crate::redirect_index::RedirectIndex;
 use crate::{StorageError, migrate};
-
-/// Links read per query while the redirect index loads.
-const INDEX_LOAD_PAGE: i64 = 10_000;
 
 /// Which database a [`Store`] speaks to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -418,27 +415,18 @@ impl Store {
             return Ok(false);
         };
         let pools = pools.clone();
+        let path = sqlite_path(&self.url).unwrap_or_default().to_owned();
         self.detached(|_| async move {
             // Holding the writer, no change can slip between the pages read and the install.
-            let mut conn = pools.writer.get().await?;
-            let mut tables = Tables::new(budget_bytes);
-            let mut after = 0;
-            loop {
-                let page = crate::sqlite::redirect_targets_after(&mut conn, after, INDEX_LOAD_PAGE)
-                    .await?;
-                let Some((_, _, last)) = page.last() else {
-                    break;
-                };
-                after = last.counter.0;
-                for (domain, code, target) in &page {
-                    if !tables.insert(domain, code, target) {
-                        pools.index.install(None);
-                        return Ok(false);
-                    }
-                }
-            }
-            pools.index.install(Some(tables));
-            Ok(true)
+            let _writer = pools.writer.get().await?;
+            let tables = tokio::task::spawn_blocking(move || {
+                crate::sqlite::load_redirect_index(&path, budget_bytes)
+            })
+            .await
+            .map_err(|e| StorageError::Unavailable(format!("loading task failed: {e}")))??;
+            let loaded = tables.is_some();
+            pools.index.install(tables);
+            Ok(loaded)
         })
         .await
     }
