@@ -144,8 +144,8 @@ impl Tables {
         };
         let entry = table.entry(
             hash,
-            |&other| arena.record(other).code == code,
-            |&other| hasher.hash_one(arena.record(other).code),
+            |&other| arena.code(other) == code,
+            |&other| hasher.hash_one(arena.code(other)),
         );
         if let hashbrown::hash_table::Entry::Occupied(mut slot) = entry {
             let old = std::mem::replace(slot.get_mut(), at);
@@ -159,7 +159,7 @@ impl Tables {
     fn get(&self, domain: &str, code: &str) -> Option<RedirectTarget> {
         let table = self.domains.get(domain)?;
         let at = table.find(self.hasher.hash_one(code), |&at| {
-            self.arena.record(at).code == code
+            self.arena.code(at) == code
         })?;
         let record = self.arena.record(*at);
         Some(RedirectTarget {
@@ -174,9 +174,7 @@ impl Tables {
             return;
         };
         let arena = &self.arena;
-        let found = table.find_entry(self.hasher.hash_one(code), |&at| {
-            arena.record(at).code == code
-        });
+        let found = table.find_entry(self.hasher.hash_one(code), |&at| arena.code(at) == code);
         if let Ok(slot) = found {
             let (at, _) = slot.remove();
             self.arena.forget(at);
@@ -255,14 +253,20 @@ impl Arena {
     fn record(&self, at: u32) -> Record<'_> {
         Record::decode(self.bytes_of(at))
     }
+
+    /// A record's code alone: what a lookup compares, without reading the rest of the record.
+    fn code(&self, at: u32) -> &str {
+        let (chunk, offset) = ((at >> CHUNK_BITS) as usize, at as usize & (CHUNK - 1));
+        let ([code_len, ..], rest) = Record::numbers(&self.chunks[chunk][offset..]);
+        std::str::from_utf8(&rest[..code_len as usize]).unwrap_or_default()
+    }
 }
 
-/// One link's record: the three numbers as varints (a million links' fit in 5 or 6 bytes), then
-/// the code and the destination.
+/// One link's record: four numbers as varints (a million links' fit in 6 bytes), then the code
+/// (read on its own by [`Arena::code`]) and the destination.
 struct Record<'a> {
     seq: i64,
     workspace: u32,
-    code: &'a str,
     destination: &'a str,
     /// Bytes the record takes.
     len: usize,
@@ -289,24 +293,29 @@ impl<'a> Record<'a> {
         (record.len() <= CHUNK).then_some(record)
     }
 
-    /// Reads the record at the start of `bytes`, which [`Record::encode`] wrote.
-    fn decode(bytes: &'a [u8]) -> Self {
+    /// The four numbers at the start of a record (code length, destination length, seq,
+    /// workspace), and what follows them.
+    fn numbers(bytes: &[u8]) -> ([u64; 4], &[u8]) {
         let mut rest = bytes;
-        let mut number = || {
+        let numbers = [(); 4].map(|()| {
             let (n, after) = unsigned_varint::decode::u64(rest).unwrap_or((0, rest));
             rest = after;
             n
-        };
-        let (code_len, destination_len) = (number() as usize, number() as usize);
-        let (seq, workspace) = (number() as i64, number() as u32);
+        });
+        (numbers, rest)
+    }
+
+    /// Reads the record at the start of `bytes`, which [`Record::encode`] wrote.
+    fn decode(bytes: &'a [u8]) -> Self {
+        let ([code_len, destination_len, seq, workspace], rest) = Self::numbers(bytes);
+        let (code_len, destination_len) = (code_len as usize, destination_len as usize);
+        let (seq, workspace) = (seq as i64, workspace as u32);
         let header = bytes.len() - rest.len();
-        let (code, rest) = rest.split_at(code_len);
-        let destination = &rest[..destination_len];
+        let destination = &rest[code_len..code_len + destination_len];
         Record {
             seq,
             workspace,
-            // Both were whole `str`s when encoded.
-            code: std::str::from_utf8(code).unwrap_or_default(),
+            // A whole `str` when encoded.
             destination: std::str::from_utf8(destination).unwrap_or_default(),
             len: header + code_len + destination_len,
         }

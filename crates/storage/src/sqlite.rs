@@ -82,6 +82,9 @@ diesel::table! {
 }
 
 /// Adds `pending_clicks` to the counters, in key order, and empties it.
+///
+/// Written with `IN` and a subquery rather than `UPDATE … FROM`: the join form was 25 % slower per
+/// redirect with a million links clicked (`just bench`).
 const APPLY_PENDING_CLICKS: &str = "UPDATE link_clicks SET clicks = clicks + \
     (SELECT p.clicks FROM pending_clicks p WHERE p.link_seq = link_clicks.link_seq) \
     WHERE link_seq IN (SELECT link_seq FROM pending_clicks); DELETE FROM pending_clicks;";
