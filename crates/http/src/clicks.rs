@@ -8,7 +8,7 @@
 //!
 //! A click's details (time, referrer, user agent) are kept only when its workspace has an endpoint
 //! subscribed to `link.clicked`: they exist for those events alone, and under load they were most
-//! of the server's memory and a fifth of its CPU per redirect. Each flush that has clicks to write
+//! of the memory the server gained and a sixth of its CPU per redirect. Each flush that has clicks to write
 //! re-reads which workspaces listen (an idle server reads nothing), so an endpoint created or
 //! disabled anywhere counts within a [`FLUSH_INTERVAL`] of clicks; one created through this
 //! server counts at once.
@@ -90,7 +90,8 @@ pub struct ClickCounter {
 }
 
 impl ClickCounter {
-    /// Records one click on `link`. `details` runs only while the detail budget lasts.
+    /// Records one click on `link`. `details` runs only when the link's workspace listens to
+    /// clicks, and while the detail budget lasts.
     pub fn record(&self, link: &RedirectTarget, details: impl FnOnce() -> ClickInfo) {
         let keep_details = self.is_listened_to(link.workspace_id)
             && self.recorded.fetch_add(1, Ordering::Relaxed) < MAX_DETAILED_CLICKS;
