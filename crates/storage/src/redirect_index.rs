@@ -244,20 +244,24 @@ impl Arena {
         self.live + self.garbage
     }
 
-    fn bytes_of(&self, at: u32) -> &[u8] {
+    /// The chunk from the record at `at` to the chunk's end.
+    fn from(&self, at: u32) -> &[u8] {
         let (chunk, offset) = ((at >> CHUNK_BITS) as usize, at as usize & (CHUNK - 1));
-        let rest = &self.chunks[chunk][offset..];
+        &self.chunks[chunk][offset..]
+    }
+
+    fn bytes_of(&self, at: u32) -> &[u8] {
+        let rest = self.from(at);
         &rest[..Record::decode(rest).len]
     }
 
     fn record(&self, at: u32) -> Record<'_> {
-        Record::decode(self.bytes_of(at))
+        Record::decode(self.from(at))
     }
 
     /// A record's code alone: what a lookup compares, without reading the rest of the record.
     fn code(&self, at: u32) -> &str {
-        let (chunk, offset) = ((at >> CHUNK_BITS) as usize, at as usize & (CHUNK - 1));
-        let ([code_len, ..], rest) = Record::numbers(&self.chunks[chunk][offset..]);
+        let ([code_len, ..], rest) = Record::numbers(self.from(at));
         std::str::from_utf8(&rest[..code_len as usize]).unwrap_or_default()
     }
 }

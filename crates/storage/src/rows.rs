@@ -28,7 +28,7 @@ fn corrupt(what: &'static str) -> impl FnOnce() -> StorageError {
 }
 
 /// A value parsed from a column, or `Corrupt` naming the column's meaning.
-fn parsed<T, E>(value: Result<T, E>, what: &'static str) -> Result<T, StorageError> {
+pub(crate) fn parsed<T, E>(value: Result<T, E>, what: &'static str) -> Result<T, StorageError> {
     value.map_err(|_| StorageError::Corrupt(what))
 }
 

@@ -120,6 +120,17 @@ pub(crate) async fn insert_deliveries(c: &mut Conn, rows: Vec<DeliveryRow>) -> Q
     .await
 }
 
+/// A read-only connection of the caller's own, outside the pools.
+fn reader(path: &str) -> Result<diesel::SqliteConnection, crate::StorageError> {
+    use diesel::Connection;
+    use diesel::connection::SimpleConnection;
+
+    let mut conn = diesel::SqliteConnection::establish(path)
+        .map_err(|e| crate::StorageError::Unavailable(e.to_string()))?;
+    conn.batch_execute(crate::pool::SQLITE_READER_PRAGMAS)?;
+    Ok(conn)
+}
+
 /// The redirect's lookup, run synchronously on the calling thread with a read-only connection of
 /// that thread's own. An indexed lookup in SQLite takes microseconds, far less than the thread
 /// handoffs of the async path (task, blocking pool, and back), which dominated the redirect when
@@ -132,17 +143,14 @@ pub(crate) fn resolve_now(
     use std::cell::RefCell;
     use std::collections::HashMap;
 
-    use diesel::{Connection, SqliteConnection, connection::SimpleConnection};
+    use diesel::SqliteConnection;
 
     thread_local! {
         static READERS: RefCell<HashMap<String, SqliteConnection>> = RefCell::new(HashMap::new());
     }
     READERS.with_borrow_mut(|readers| {
         if !readers.contains_key(path) {
-            let mut conn = SqliteConnection::establish(path)
-                .map_err(|e| crate::StorageError::Unavailable(e.to_string()))?;
-            conn.batch_execute(crate::pool::SQLITE_READER_PRAGMAS)?;
-            readers.insert(path.to_owned(), conn);
+            readers.insert(path.to_owned(), reader(path)?);
         }
         let conn = readers
             .get_mut(path)
@@ -166,15 +174,10 @@ pub(crate) fn load_redirect_index(
     path: &str,
     budget: usize,
 ) -> Result<Option<crate::redirect_index::Tables>, crate::StorageError> {
-    use diesel::connection::SimpleConnection;
-    use diesel::{Connection, SqliteConnection};
-
     use crate::schema::links;
 
     const PAGE: i64 = 2_000;
-    let mut conn = SqliteConnection::establish(path)
-        .map_err(|e| crate::StorageError::Unavailable(e.to_string()))?;
-    conn.batch_execute(crate::pool::SQLITE_READER_PRAGMAS)?;
+    let mut conn = reader(path)?;
     let mut tables = crate::redirect_index::Tables::new(budget);
     let mut after = 0;
     loop {

@@ -10,7 +10,7 @@ use shortlink_domain::{DeliveryState, Event, EventKind, MessageId, Timestamp, Wo
 
 use super::{Conn, insert_deliveries};
 use crate::StorageError;
-use crate::rows::{DeliveryRow, split_events};
+use crate::rows::{DeliveryRow, parsed, split_events};
 use crate::schema::webhooks;
 
 /// Rows per insert statement, well under SQLite's bound-parameter limit.
@@ -44,8 +44,7 @@ pub(crate) async fn subscriptions(
         .load(c)
         .await?;
     for (hook, workspace, kinds) in rows {
-        let workspace =
-            WorkspaceId::parse(&workspace).map_err(|_| StorageError::Corrupt("workspace id"))?;
+        let workspace = parsed(WorkspaceId::parse(&workspace), "workspace id")?;
         subs.entry(workspace)
             .or_default()
             .push((hook, split_events(&kinds)?));

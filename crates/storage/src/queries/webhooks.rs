@@ -8,7 +8,7 @@ use shortlink_domain::{Delivery, EventKind, Webhook, WebhookId, WorkspaceId};
 
 use super::Conn;
 use crate::StorageError;
-use crate::rows::{DeliveryRow, WebhookRow, found, split_events};
+use crate::rows::{DeliveryRow, WebhookRow, found, parsed, split_events};
 use crate::schema::{webhook_deliveries, webhooks};
 
 pub(crate) async fn insert_webhook(c: &mut Conn, hook: &Webhook) -> Result<(), StorageError> {
@@ -32,10 +32,7 @@ pub(crate) async fn workspaces_subscribed(
     let mut subscribed = HashSet::new();
     for (workspace, kinds) in rows {
         if split_events(&kinds)?.contains(&kind) {
-            subscribed.insert(
-                WorkspaceId::parse(&workspace)
-                    .map_err(|_| StorageError::Corrupt("workspace id"))?,
-            );
+            subscribed.insert(parsed(WorkspaceId::parse(&workspace), "workspace id")?);
         }
     }
     Ok(subscribed)
