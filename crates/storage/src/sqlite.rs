@@ -89,27 +89,39 @@ const APPLY_PENDING_CLICKS: &str = "UPDATE link_clicks SET clicks = clicks + \
     (SELECT p.clicks FROM pending_clicks p WHERE p.link_seq = link_clicks.link_seq) \
     WHERE link_seq IN (SELECT link_seq FROM pending_clicks); DELETE FROM pending_clicks;";
 
-/// Adds `(counter key, clicks)` pairs to the counters, all on the connection's thread in one
-/// handoff: each pair into the scratch table by an insert prepared once per connection, then one
-/// short update for all. diesel prepares every `UPDATE` and `sql_query` anew, so both an update
-/// per link and one update with a thousand rows of `VALUES` spent most of the flush in SQLite's
-/// parser.
+/// Counters added per handoff to the connection's thread (about a millisecond of work).
+const CLICKS_PER_HANDOFF: usize = 1000;
+
+/// Adds `(counter key, clicks)` pairs to the counters, in slices of [`CLICKS_PER_HANDOFF`] handed
+/// to the connection's thread one after the other, all inside the caller's transaction: each
+/// pair into the scratch table by an insert prepared once per connection, then one short update
+/// for the slice. diesel prepares every `UPDATE` and `sql_query` anew, so both an update per link
+/// and one update with a thousand rows of `VALUES` spent most of the flush in SQLite's parser.
+///
+/// Slices, because a flush of a million links' clicks is tens of milliseconds of CPU: in one
+/// piece it held a CPU that long against the redirect workers, whose requests then waited behind
+/// it (the redirect p99 with the bench's server on one CPU, docs/PERFORMANCE.md). Between two
+/// slices the thread waits for the next handoff, and a worker that has requests runs first.
 pub(crate) async fn add_clicks(c: &mut Conn, counts: Vec<(i64, i64)>) -> QueryResult<()> {
     use diesel::connection::SimpleConnection;
 
-    c.spawn_blocking(move |c| {
-        for (key, count) in counts {
-            diesel::RunQueryDsl::execute(
-                diesel::insert_into(pending_clicks::table).values((
-                    pending_clicks::link_seq.eq(key),
-                    pending_clicks::clicks.eq(count),
-                )),
-                c,
-            )?;
-        }
-        c.batch_execute(APPLY_PENDING_CLICKS)
-    })
-    .await
+    for slice in counts.chunks(CLICKS_PER_HANDOFF) {
+        let slice = slice.to_vec();
+        c.spawn_blocking(move |c| {
+            for (key, count) in slice {
+                diesel::RunQueryDsl::execute(
+                    diesel::insert_into(pending_clicks::table).values((
+                        pending_clicks::link_seq.eq(key),
+                        pending_clicks::clicks.eq(count),
+                    )),
+                    c,
+                )?;
+            }
+            c.batch_execute(APPLY_PENDING_CLICKS)
+        })
+        .await?;
+    }
+    Ok(())
 }
 
 /// One multi-row insert into the outbox.

@@ -233,6 +233,45 @@ each_backend!(click_batches_add_exactly, |store| {
     );
 });
 
+// A flush larger than one handoff to SQLite's connection thread (1,000 counters) is applied in
+// slices of one transaction: every counter still gets exactly its own clicks.
+each_backend!(a_large_click_batch_adds_exactly, |store| {
+    let acme = workspace(&store, "acme").await;
+    let d = base().domain().to_owned();
+    let links: Vec<_> = (0..2_500)
+        .map(|i| new_link(&acme, None, &format!("https://example.com/{i}")))
+        .collect();
+    let mut codes = Vec::new();
+    for outcome in store.create_links(links, &base()).await.unwrap() {
+        match outcome {
+            CreateOutcome::Created(link) => codes.push(link.short_code.to_string()),
+            other => panic!("expected a created link, got {other:?}"),
+        }
+    }
+    let mut batch = Vec::new();
+    for (i, code) in codes.iter().enumerate() {
+        let target = store.resolve(&d, code).await.unwrap().unwrap();
+        batch.push(LinkClicks {
+            counter: target.counter,
+            workspace_id: acme.id,
+            count: i as u64 + 1,
+            clicks: vec![],
+        });
+    }
+    store
+        .record_clicks(ClickBatch { links: batch }.into(), &base())
+        .await
+        .unwrap();
+    for (i, code) in codes.iter().enumerate() {
+        let link = store
+            .get_link(acme.id, &LinkRef::Code(code.clone()), &d)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(link.clicks, i as i64 + 1, "link {i} ({code})");
+    }
+});
+
 /// On SQLite, committed pages reach the database file through the store's checkpoint thread,
 /// long before the writer's own backstop threshold (10,000 pages) would copy them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
