@@ -5,6 +5,7 @@
 mod api;
 mod baseline;
 mod clicks;
+mod cpus;
 mod create;
 mod http;
 mod load;
@@ -20,6 +21,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 
 use crate::load::LoadSettings;
@@ -93,6 +95,10 @@ struct RunArgs {
     /// of finding a link from the cost of counting its clicks.
     #[arg(long)]
     diagnose: bool,
+    /// Let the load generator and the servers under redirect load share every CPU, instead of
+    /// each running on half of them (see `docs/PERFORMANCE.md`, "How the CPUs are shared").
+    #[arg(long)]
+    share_cpus: bool,
     /// Where to write the summary [default: target/bench/summary.json in the workspace].
     #[arg(long)]
     output: Option<PathBuf>,
@@ -155,6 +161,17 @@ fn main() -> ExitCode {
 }
 
 fn bench(args: RunArgs) -> anyhow::Result<()> {
+    let cpus = if args.share_cpus {
+        None
+    } else {
+        cpus::CpuPlan::split().context("could not read this process's CPUs")?
+    };
+    if let Some(plan) = &cpus {
+        // Before the runtime exists, so that its threads inherit the generator's CPUs and it
+        // starts one worker per CPU it has.
+        plan.enter_generator()
+            .context("could not restrict the load generator to its CPUs")?;
+    }
     let options = RunOptions {
         load: LoadSettings {
             connections: usize::from(args.connections),
@@ -170,6 +187,7 @@ fn bench(args: RunArgs) -> anyhow::Result<()> {
         shortlink: args.shortlink,
         postgres_url: args.postgres_url.filter(|url| !url.is_empty()),
         diagnose: args.diagnose,
+        cpus,
     };
     let output = args.output.unwrap_or_else(default_output);
     let runtime = tokio::runtime::Runtime::new()?;

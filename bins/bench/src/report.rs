@@ -24,6 +24,8 @@ pub struct Machine {
     /// 1, 5 and 15 minute load averages when the run started: other work on the machine
     /// takes CPU from both the servers and the load generator.
     pub load_average_at_start: [f64; 3],
+    /// Which CPUs the load generator and the servers under redirect load ran on.
+    pub placement: String,
 }
 
 /// How a shortlink database got its links.
@@ -265,11 +267,12 @@ impl Summary {
         let mut out = String::new();
         let _ = writeln!(
             out,
-            "\nshortlink bench on {} CPUs ({}, load average {:.2} at start); {} connections, \
+            "\nshortlink bench on {} CPUs ({}, load average {:.2} at start; {}); {} connections, \
              {:.0} s warm-up, {:.0} s measured, codes drawn {}\n",
             self.machine.cpus,
             self.machine.cpu_model,
             self.machine.load_average_at_start[0],
+            self.machine.placement,
             self.load.connections,
             self.load.warmup_seconds,
             self.load.duration_seconds,

@@ -15,6 +15,7 @@ use rand::distr::Alphanumeric;
 use shortlink_domain::BaseUrl;
 
 use crate::clicks::{self, ClickCheck};
+use crate::cpus::{CpuPlan, ServerCpus};
 use crate::create::{self, CreationFigure, Mode};
 use crate::load::{self, LoadResult, LoadSettings};
 use crate::postgres::TempDatabase;
@@ -53,6 +54,8 @@ pub struct RunOptions {
     pub postgres_url: Option<String>,
     /// Also drive each shortlink database with HEAD, which is not counted.
     pub diagnose: bool,
+    /// The generator's CPUs and the servers'; `None` when they share every CPU.
+    pub cpus: Option<CpuPlan>,
 }
 
 /// A directory for this run's databases and logs, removed when dropped.
@@ -109,6 +112,10 @@ pub async fn run(options: &RunOptions) -> anyhow::Result<Summary> {
         seeding.push(run.seed);
     }
 
+    if let Some(plan) = &options.cpus {
+        plan.leave_generator()
+            .context("could not give the load generator every CPU again")?;
+    }
     let sqlite = sqlite_url(&bench.scratch.path("create.db"));
     let mut created = bench.creation("sqlite", &sqlite).await?;
     if let Some(admin_url) = &options.postgres_url {
@@ -122,7 +129,14 @@ pub async fn run(options: &RunOptions) -> anyhow::Result<Summary> {
 
     Summary::new(
         Machine {
-            cpus: std::thread::available_parallelism().map_or(1, usize::from),
+            cpus: options.cpus.map_or_else(
+                || std::thread::available_parallelism().map_or(1, usize::from),
+                |plan| plan.count(),
+            ),
+            placement: options.cpus.map_or_else(
+                || "generator and servers share every CPU".to_owned(),
+                |plan| plan.describe(),
+            ),
             cpu_model: procfs::cpu_model(),
             load_average_at_start,
         },
@@ -172,7 +186,8 @@ impl Bench<'_> {
             .arg("--listen")
             .arg(addr.to_string());
         let log = self.scratch.path("baseline.log");
-        let mut server = ServerProcess::spawn("baseline", command, addr, log)?;
+        let mut server =
+            ServerProcess::spawn("baseline", command, addr, log, self.cpus(ServerCpus::Own))?;
         server.wait_ready("/healthz").await?;
         let mut rng = rand::rng();
         let paths: Vec<String> = (0..BASELINE_CODES)
@@ -216,7 +231,8 @@ impl Bench<'_> {
         };
 
         let addr = servers::free_loopback_addr()?;
-        let mut server = self.start_shortlink(&url, addr, &format!("links-{links}"))?;
+        let mut server =
+            self.start_shortlink(&url, addr, &format!("links-{links}"), ServerCpus::Own)?;
         server.wait_ready("/healthz").await?;
         let codes = match seeded {
             Some(codes) => codes,
@@ -277,6 +293,7 @@ impl Bench<'_> {
         database_url: &str,
         addr: SocketAddr,
         log: &str,
+        cpus: ServerCpus,
     ) -> anyhow::Result<ServerProcess> {
         let mut command = Command::new(&self.bin);
         command
@@ -288,7 +305,12 @@ impl Bench<'_> {
             .arg("--base-url")
             .arg(BASE_URL);
         let log = self.scratch.path(&format!("{log}.log"));
-        ServerProcess::spawn("shortlink", command, addr, log)
+        ServerProcess::spawn("shortlink", command, addr, log, self.cpus(cpus))
+    }
+
+    /// Where a server runs: on `cpus` of the plan, or anywhere when there is none.
+    fn cpus(&self, cpus: ServerCpus) -> Option<(&CpuPlan, ServerCpus)> {
+        self.options.cpus.as_ref().map(|plan| (plan, cpus))
     }
 
     /// Runs the load against `server` and gathers its figures, CPU time and peak memory.
@@ -332,7 +354,12 @@ impl Bench<'_> {
         eprintln!("creation on {database}");
         let key = seed::workspace_and_key(&self.bin, database_url)?;
         let addr = servers::free_loopback_addr()?;
-        let mut server = self.start_shortlink(database_url, addr, &format!("create-{database}"))?;
+        let mut server = self.start_shortlink(
+            database_url,
+            addr,
+            &format!("create-{database}"),
+            ServerCpus::All,
+        )?;
         server.wait_ready("/healthz").await?;
         let options = self.options;
         let mut figures = Vec::new();

@@ -12,6 +12,7 @@ use anyhow::{Context, bail};
 use hyper::Method;
 use rustix::process::{Pid, Signal, kill_process};
 
+use crate::cpus::{CpuPlan, ServerCpus};
 use crate::http::Connection;
 use crate::procfs;
 
@@ -66,16 +67,20 @@ impl ServerProcess {
         mut command: Command,
         addr: SocketAddr,
         log: PathBuf,
+        cpus: Option<(&CpuPlan, ServerCpus)>,
     ) -> anyhow::Result<Self> {
         let stderr = File::create(&log)
             .with_context(|| format!("could not create the log file {}", log.display()))?;
-        let child = command
+        command
             .env("RUST_LOG", "warn")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(stderr)
-            .spawn()
-            .with_context(|| format!("could not start the {name} server"))?;
+            .stderr(stderr);
+        let child = match cpus {
+            Some((plan, cpus)) => plan.spawn(&mut command, cpus),
+            None => command.spawn(),
+        }
+        .with_context(|| format!("could not start the {name} server"))?;
         Ok(Self {
             name: name.to_owned(),
             child: Some(child),
