@@ -27,15 +27,6 @@ pub struct CpuPlan {
     all: CpuSet,
 }
 
-/// Which CPUs a server gets.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ServerCpus {
-    /// The CPUs the generator does not use (a server under redirect load).
-    Own,
-    /// Every CPU (a creation server).
-    All,
-}
-
 impl CpuPlan {
     /// Splits the CPUs this process may use in two halves; `None` with fewer than two.
     pub fn split() -> io::Result<Option<Self>> {
@@ -74,14 +65,10 @@ impl CpuPlan {
         Ok(())
     }
 
-    /// Starts `command` on the given CPUs; the calling thread keeps its own.
-    pub fn spawn(&self, command: &mut Command, cpus: ServerCpus) -> io::Result<Child> {
+    /// Starts `command` on the servers' CPUs; the calling thread keeps its own.
+    pub fn spawn_server(&self, command: &mut Command) -> io::Result<Child> {
         let own = sched_getaffinity(None)?;
-        let target = match cpus {
-            ServerCpus::Own => &self.servers,
-            ServerCpus::All => &self.all,
-        };
-        sched_setaffinity(None, target)?;
+        sched_setaffinity(None, &self.servers)?;
         let child = command.spawn();
         sched_setaffinity(None, &own)?;
         child

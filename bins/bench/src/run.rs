@@ -15,7 +15,7 @@ use rand::distr::Alphanumeric;
 use shortlink_domain::BaseUrl;
 
 use crate::clicks::{self, ClickCheck};
-use crate::cpus::{CpuPlan, ServerCpus};
+use crate::cpus::CpuPlan;
 use crate::create::{self, CreationFigure, Mode};
 use crate::load::{self, LoadResult, LoadSettings};
 use crate::postgres::TempDatabase;
@@ -187,7 +187,7 @@ impl Bench<'_> {
             .arg(addr.to_string());
         let log = self.scratch.path("baseline.log");
         let mut server =
-            ServerProcess::spawn("baseline", command, addr, log, self.cpus(ServerCpus::Own))?;
+            ServerProcess::spawn("baseline", command, addr, log, self.options.cpus.as_ref())?;
         server.wait_ready("/healthz").await?;
         let mut rng = rand::rng();
         let paths: Vec<String> = (0..BASELINE_CODES)
@@ -231,8 +231,12 @@ impl Bench<'_> {
         };
 
         let addr = servers::free_loopback_addr()?;
-        let mut server =
-            self.start_shortlink(&url, addr, &format!("links-{links}"), ServerCpus::Own)?;
+        let mut server = self.start_shortlink(
+            &url,
+            addr,
+            &format!("links-{links}"),
+            self.options.cpus.as_ref(),
+        )?;
         server.wait_ready("/healthz").await?;
         let codes = match seeded {
             Some(codes) => codes,
@@ -293,7 +297,7 @@ impl Bench<'_> {
         database_url: &str,
         addr: SocketAddr,
         log: &str,
-        cpus: ServerCpus,
+        cpus: Option<&CpuPlan>,
     ) -> anyhow::Result<ServerProcess> {
         let mut command = Command::new(&self.bin);
         command
@@ -305,12 +309,7 @@ impl Bench<'_> {
             .arg("--base-url")
             .arg(BASE_URL);
         let log = self.scratch.path(&format!("{log}.log"));
-        ServerProcess::spawn("shortlink", command, addr, log, self.cpus(cpus))
-    }
-
-    /// Where a server runs: on `cpus` of the plan, or anywhere when there is none.
-    fn cpus(&self, cpus: ServerCpus) -> Option<(&CpuPlan, ServerCpus)> {
-        self.options.cpus.as_ref().map(|plan| (plan, cpus))
+        ServerProcess::spawn("shortlink", command, addr, log, cpus)
     }
 
     /// Runs the load against `server` and gathers its figures, CPU time and peak memory.
@@ -354,12 +353,8 @@ impl Bench<'_> {
         eprintln!("creation on {database}");
         let key = seed::workspace_and_key(&self.bin, database_url)?;
         let addr = servers::free_loopback_addr()?;
-        let mut server = self.start_shortlink(
-            database_url,
-            addr,
-            &format!("create-{database}"),
-            ServerCpus::All,
-        )?;
+        let mut server =
+            self.start_shortlink(database_url, addr, &format!("create-{database}"), None)?;
         server.wait_ready("/healthz").await?;
         let options = self.options;
         let mut figures = Vec::new();

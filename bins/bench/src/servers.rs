@@ -12,7 +12,7 @@ use anyhow::{Context, bail};
 use hyper::Method;
 use rustix::process::{Pid, Signal, kill_process};
 
-use crate::cpus::{CpuPlan, ServerCpus};
+use crate::cpus::CpuPlan;
 use crate::http::Connection;
 use crate::procfs;
 
@@ -61,13 +61,14 @@ pub struct ServerProcess {
 }
 
 impl ServerProcess {
-    /// Starts `command` (which must make the server listen on `addr`), with its stderr in `log`.
+    /// Starts `command` (which must make the server listen on `addr`), with its stderr in `log`,
+    /// on the servers' CPUs of `cpus` when given.
     pub fn spawn(
         name: &str,
         mut command: Command,
         addr: SocketAddr,
         log: PathBuf,
-        cpus: Option<(&CpuPlan, ServerCpus)>,
+        cpus: Option<&CpuPlan>,
     ) -> anyhow::Result<Self> {
         let stderr = File::create(&log)
             .with_context(|| format!("could not create the log file {}", log.display()))?;
@@ -77,7 +78,7 @@ impl ServerProcess {
             .stdout(Stdio::null())
             .stderr(stderr);
         let child = match cpus {
-            Some((plan, cpus)) => plan.spawn(&mut command, cpus),
+            Some(plan) => plan.spawn_server(&mut command),
             None => command.spawn(),
         }
         .with_context(|| format!("could not start the {name} server"))?;
