@@ -31,7 +31,7 @@ impl CpuPlan {
     /// Splits the CPUs this process may use in two halves; `None` with fewer than two.
     pub fn split() -> io::Result<Option<Self>> {
         let all = sched_getaffinity(None)?;
-        let cpus: Vec<usize> = (0..CpuSet::MAX_CPU).filter(|&c| all.is_set(c)).collect();
+        let cpus: Vec<usize> = members(&all).collect();
         if cpus.len() < 2 {
             return Ok(None);
         }
@@ -97,9 +97,13 @@ fn set_of(cpus: &[usize]) -> CpuSet {
     set
 }
 
+/// The CPUs in `set`, in order.
+fn members(set: &CpuSet) -> impl Iterator<Item = usize> + '_ {
+    (0..CpuSet::MAX_CPU).filter(|&c| set.is_set(c))
+}
+
 fn list(set: &CpuSet) -> String {
-    (0..CpuSet::MAX_CPU)
-        .filter(|&c| set.is_set(c))
+    members(set)
         .map(|c| c.to_string())
         .collect::<Vec<_>>()
         .join(",")
