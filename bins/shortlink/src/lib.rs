@@ -54,6 +54,10 @@ impl Application {
             .await
             .context("could not prepare the database")?;
         load_redirect_index(&store, config.redirect_index_mib).await?;
+        store
+            .start_click_journal()
+            .await
+            .context("could not fold the clicks an earlier run journaled")?;
 
         let listener = TcpListener::bind(&config.listen)
             .with_context(|| format!("could not listen on {}", config.listen))?;
@@ -163,6 +167,10 @@ impl Application {
         tracing::info!("stopping: writing pending clicks and finishing webhook attempts");
         let _ = stop_tx.send(true);
         let all_written = clicks.await.unwrap_or(false);
+        if let Err(e) = self.store.fold_clicks().await {
+            // Nothing is lost: the next start folds the journal.
+            tracing::warn!(error = %e, "could not fold the click journal before stopping");
+        }
         let _ = worker.await;
         served.context("the HTTP server failed")?;
         anyhow::ensure!(

@@ -171,20 +171,20 @@ impl ClickCounter {
         webhooks: &WakeHandle,
     ) -> Result<(), shortlink_storage::StorageError> {
         let batch = Arc::new(self.take());
-        if batch.links.is_empty() {
-            return Ok(());
-        }
-        self.refresh_listening(store).await;
-        match store.record_clicks(batch.clone(), base).await {
-            Ok(()) => {
-                webhooks.wake();
-                Ok(())
-            }
-            Err(e) => {
+        if !batch.links.is_empty() {
+            self.refresh_listening(store).await;
+            if let Err(e) = store.record_clicks(batch.clone(), base).await {
                 self.put_back(Arc::unwrap_or_clone(batch));
-                Err(e)
+                return Err(e);
             }
+            webhooks.wake();
         }
+        // Written: a fold that fails must not fail the flush (its clicks would be put back and
+        // written twice); the journal keeps them, and the next flush tries again.
+        if let Err(e) = store.fold_clicks_when_due().await {
+            tracing::warn!(error = %e, "could not fold the click journal; will retry");
+        }
+        Ok(())
     }
 
     /// Flushes every [`FLUSH_INTERVAL`] until `stop` completes, then flushes what is left,

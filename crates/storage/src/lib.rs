@@ -1,6 +1,7 @@
 #![doc = include_str!("../README.md")]
 
 mod checkpoint;
+mod click_journal;
 mod error;
 mod migrate;
 mod pg;
@@ -13,6 +14,7 @@ mod store;
 #[cfg(feature = "testing")]
 pub mod testing;
 
+pub use click_journal::FOLD_INTERVAL as CLICK_FOLD_INTERVAL;
 pub use error::StorageError;
 pub use store::{
     AuthenticatedKey, ClickBatch, CounterKey, CreateOutcome, DatabaseKind, LinkClicks, NewLink,

@@ -70,6 +70,16 @@ pub(crate) async fn add_clicks(c: &mut Conn, counts: Vec<(i64, i64)>) -> QueryRe
     Ok(())
 }
 
+/// Counts a flush's `(counter key, clicks)` pairs in place: several servers may share these
+/// counters, so there is no journal (`crate::click_journal`) on PostgreSQL.
+pub(crate) async fn count_clicks(
+    c: &mut Conn,
+    counts: Vec<(i64, i64)>,
+    _journal: Option<&crate::click_journal::ClickJournal>,
+) -> QueryResult<()> {
+    add_clicks(c, counts).await
+}
+
 /// One multi-row insert into the outbox.
 pub(crate) async fn insert_deliveries(c: &mut Conn, rows: Vec<DeliveryRow>) -> QueryResult<usize> {
     diesel::insert_into(d::table).values(rows).execute(c).await

@@ -11,6 +11,7 @@ use shortlink_domain::{
     WorkspaceId,
 };
 
+use crate::click_journal::{ClickJournal, with_unfolded};
 use crate::schema::{api_keys, link_clicks, links, webhook_deliveries, webhooks, workspaces};
 use crate::{CounterKey, RedirectTarget, StorageError};
 
@@ -116,14 +117,15 @@ pub(crate) fn with_clicks() -> _ {
 }
 
 impl LinkRow {
-    pub fn into_domain(self) -> Result<Link, StorageError> {
+    /// The link, its clicks including those still in the click journal, if there is one.
+    pub fn into_domain(self, journal: Option<&ClickJournal>) -> Result<Link, StorageError> {
         Ok(Link {
             id: parsed(LinkId::parse(&self.id), "link id")?,
             workspace_id: parsed(WorkspaceId::parse(&self.workspace_id), "workspace id")?,
             domain: self.domain,
             short_code: Slug::from_trusted(self.short_code),
             destination: Destination::from_trusted(self.destination),
-            clicks: self.clicks,
+            clicks: with_unfolded(journal, self.seq, self.clicks),
             created_at: ts(self.created_at),
         })
     }

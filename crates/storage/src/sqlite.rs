@@ -5,8 +5,10 @@
 //! the same connection).
 
 use diesel::prelude::*;
-use diesel_async::RunQueryDsl;
+use diesel_async::{AsyncConnection, RunQueryDsl};
 
+use crate::StorageError;
+use crate::click_journal::ClickJournal;
 use crate::rows::{DeliveryRow, NewLinkRow, RedirectRow};
 use crate::schema::webhook_deliveries as d;
 
@@ -120,6 +122,62 @@ pub(crate) async fn add_clicks(c: &mut Conn, counts: Vec<(i64, i64)>) -> QueryRe
             c.batch_execute(APPLY_PENDING_CLICKS)
         })
         .await?;
+    }
+    Ok(())
+}
+
+diesel::table! {
+    /// The click journal (`crate::click_journal`): one row per journaled flush.
+    click_journal (id) {
+        id -> BigInt,
+        counts -> Binary,
+    }
+}
+
+/// Counts a flush's `(counter key, clicks)` pairs, in key order, inside the caller's
+/// transaction: as one journal row when the journal is active, else in place.
+pub(crate) async fn count_clicks(
+    c: &mut Conn,
+    counts: Vec<(i64, i64)>,
+    journal: Option<&ClickJournal>,
+) -> QueryResult<()> {
+    if journal.is_some() {
+        diesel::insert_into(click_journal::table)
+            .values(click_journal::counts.eq(crate::click_journal::encode(&counts)))
+            .execute(c)
+            .await?;
+        Ok(())
+    } else {
+        add_clicks(c, counts).await
+    }
+}
+
+/// Folds the journal into the counters: adds the in-memory sum (which equals its rows, as the
+/// caller holds the writer connection) and deletes the rows, in one transaction committed with
+/// the readers held off, then clears the sum before they go on.
+pub(crate) async fn fold_journal(c: &mut Conn, journal: &ClickJournal) -> Result<(), StorageError> {
+    let counts = journal.to_fold();
+    let gate = c
+        .transaction(async |c| -> Result<_, StorageError> {
+            add_clicks(c, counts).await?;
+            diesel::delete(click_journal::table).execute(c).await?;
+            Ok(journal.folding().await)
+        })
+        .await?;
+    journal.folded();
+    drop(gate);
+    Ok(())
+}
+
+/// Adds the rows an earlier process journaled and did not fold to the in-memory sum.
+pub(crate) async fn load_journal(c: &mut Conn, journal: &ClickJournal) -> Result<(), StorageError> {
+    let rows: Vec<Vec<u8>> = click_journal::table
+        .select(click_journal::counts)
+        .order(click_journal::id)
+        .load(c)
+        .await?;
+    for row in rows {
+        journal.journaled(&crate::click_journal::decode(&row)?);
     }
     Ok(())
 }

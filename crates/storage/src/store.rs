@@ -9,6 +9,7 @@ use shortlink_domain::{
 use std::collections::HashSet;
 use std::sync::Arc;
 
+use crate::click_journal::ClickJournal;
 use crate::pool::{self, PgPool, SqlitePool};
 use crate::redirect_index::RedirectIndex;
 use crate::{StorageError, migrate};
@@ -122,6 +123,8 @@ struct SqlitePools {
     writer: SqlitePool,
     /// Every link's redirect target, once [`Store::load_redirect_index`] ran.
     index: Arc<RedirectIndex>,
+    /// Clicks journaled and not yet folded, once [`Store::start_click_journal`] ran.
+    journal: Arc<ClickJournal>,
     _checkpointer: crate::checkpoint::Checkpointer,
 }
 
@@ -216,6 +219,14 @@ fn sqlite_path(url: &str) -> Option<&str> {
 }
 
 impl Store {
+    /// The click journal, on SQLite (inactive until [`Store::start_click_journal`]).
+    fn journal(&self) -> Option<&ClickJournal> {
+        match &self.backend {
+            Backend::Sqlite(pools) => Some(&pools.journal),
+            Backend::Postgres(_) => None,
+        }
+    }
+
     /// Runs a query to completion even if the caller stops waiting. diesel-async's SQLite
     /// wrapper, when a query's future is dropped half-way (a client disconnected), blocks in
     /// place until the blocking task ends, and that panics on a single-threaded runtime such as
@@ -249,6 +260,7 @@ impl Store {
                 readers,
                 writer,
                 index: Arc::new(RedirectIndex::empty()),
+                journal: Arc::default(),
                 _checkpointer: checkpointer,
             })
         } else {
@@ -370,8 +382,10 @@ impl Store {
         domain: &str,
     ) -> Result<Option<Link>, StorageError> {
         let (link, domain) = (link.clone(), domain.to_owned());
-        self.detached(|s| async move { dispatch!(s, read, get_link(workspace, &link, &domain)) })
-            .await
+        self.detached(|s| async move {
+            dispatch!(s, read, get_link(workspace, &link, &domain, s.journal()))
+        })
+        .await
     }
 
     /// The link a redirect for `code` on `domain` follows, whoever owns it.
@@ -448,8 +462,10 @@ impl Store {
         limit: i64,
         before: Option<LinkId>,
     ) -> Result<Vec<Link>, StorageError> {
-        self.detached(|s| async move { dispatch!(s, read, list_links(workspace, limit, before)) })
-            .await
+        self.detached(|s| async move {
+            dispatch!(s, read, list_links(workspace, limit, before, s.journal()))
+        })
+        .await
     }
 
     /// Points a link elsewhere; `None` when it is not the workspace's.
@@ -466,7 +482,7 @@ impl Store {
             dispatch!(
                 s,
                 write,
-                update_destination(workspace, &link, &domain, &destination, now),
+                update_destination(workspace, &link, &domain, &destination, now, s.journal()),
                 index: index_changed
             )
         })
@@ -482,7 +498,12 @@ impl Store {
     ) -> Result<Option<Link>, StorageError> {
         let (link, domain) = (link.clone(), domain.to_owned());
         self.detached(|s| async move {
-            dispatch!(s, write, delete_link(workspace, &link, &domain), index: index_deleted)
+            dispatch!(
+                s,
+                write,
+                delete_link(workspace, &link, &domain, s.journal()),
+                index: index_deleted
+            )
         })
         .await
     }
@@ -498,8 +519,59 @@ impl Store {
             return Ok(());
         }
         let base = base.clone();
-        self.detached(|s| async move { dispatch!(s, write, record_clicks(&batch, &base)) })
-            .await
+        self.detached(
+            |s| async move { dispatch!(s, write, record_clicks(&batch, &base, s.journal())) },
+        )
+        .await
+    }
+
+    /// On SQLite, journals every later batch of clicks instead of adding it to the counters in
+    /// place, and folds the journal into the counters every few seconds (much less work per
+    /// click with many links; see `click_journal.rs`). Reads through this store count journaled
+    /// clicks at once. First folds whatever an earlier process journaled and did not fold (it
+    /// stopped abruptly). Returns whether the journal is on: false on PostgreSQL, whose counters
+    /// several servers share.
+    ///
+    /// Only for a store that is its file's one server, as with [`Store::load_redirect_index`]:
+    /// another process reading the file sees counters that lag by up to a fold.
+    pub async fn start_click_journal(&self) -> Result<bool, StorageError> {
+        let Backend::Sqlite(pools) = &self.backend else {
+            return Ok(false);
+        };
+        let pools = pools.clone();
+        self.detached(|_| async move {
+            let mut conn = pools.writer.get().await?;
+            crate::sqlite::load_journal(&mut conn, &pools.journal).await?;
+            crate::sqlite::fold_journal(&mut conn, &pools.journal).await?;
+            pools.journal.activate();
+            Ok(true)
+        })
+        .await
+    }
+
+    /// Folds the click journal into the counters when it is due: its oldest click has waited
+    /// [`CLICK_FOLD_INTERVAL`](crate::CLICK_FOLD_INTERVAL), or many links have clicks waiting.
+    /// The server's click flusher calls this after every flush, with or without clicks. A fold
+    /// that fails loses nothing (the journal still holds the clicks) and is tried again.
+    pub async fn fold_clicks_when_due(&self) -> Result<(), StorageError> {
+        match self.journal() {
+            Some(journal) if journal.fold_due() => self.fold_clicks().await,
+            _ => Ok(()),
+        }
+    }
+
+    /// Folds the click journal into the counters now (a server does on stopping, so the file
+    /// alone holds every count). Nothing to do without a journal.
+    pub async fn fold_clicks(&self) -> Result<(), StorageError> {
+        let Backend::Sqlite(pools) = &self.backend else {
+            return Ok(());
+        };
+        let pools = pools.clone();
+        self.detached(|_| async move {
+            let mut conn = pools.writer.get().await?;
+            crate::sqlite::fold_journal(&mut conn, &pools.journal).await
+        })
+        .await
     }
 
     /// Registers a webhook endpoint.

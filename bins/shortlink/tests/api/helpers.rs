@@ -11,7 +11,7 @@ use serde_json::Value;
 use shortlink_domain::{ApiKeyId, DEFAULT_RATE_LIMIT, LinkRef, Workspace};
 use shortlink_server::{Application, Config, admin};
 use shortlink_storage::testing::TestDatabase;
-use shortlink_storage::{PoolOptions, Store};
+use shortlink_storage::{CLICK_FOLD_INTERVAL, PoolOptions, Store};
 use tokio::task::JoinHandle;
 
 /// How long a test waits for something that is meant to happen "soon" (clicks flushed, a key
@@ -209,14 +209,17 @@ impl TestApp {
     /// Polls the API until the link has at least `at_least` clicks (or the deadline passes)
     /// and returns the count seen last.
     pub async fn wait_for_clicks(&self, code: &str, at_least: i64) -> i64 {
-        poll(DEADLINE, || async {
-            let clicks = self.clicks(code).await;
-            (clicks >= at_least).then_some(clicks)
+        wait_for_count(DEADLINE, at_least, || self.clicks(code)).await
+    }
+
+    /// Polls the database, read without the server, until the link has at least `at_least`
+    /// clicks there. On SQLite the server journals clicks and folds them into the counters
+    /// within `CLICK_FOLD_INTERVAL`.
+    pub async fn wait_for_stored_clicks(&self, code: &str, at_least: i64) -> i64 {
+        wait_for_count(DEADLINE + CLICK_FOLD_INTERVAL, at_least, || {
+            self.stored_clicks(code)
         })
         .await
-        .unwrap_or_else(|| {
-            panic!("link {code} did not reach {at_least} clicks within {DEADLINE:?}")
-        })
     }
 
     /// The link's click count as stored in the database, read without the server.
@@ -339,6 +342,20 @@ where
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// Polls `count` until it reaches `at_least` and returns it; panics when `deadline` passes.
+async fn wait_for_count<F, Fut>(deadline: Duration, at_least: i64, mut count: F) -> i64
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = i64>,
+{
+    poll(deadline, || {
+        let counted = count();
+        async move { Some(counted.await).filter(|&n| n >= at_least) }
+    })
+    .await
+    .unwrap_or_else(|| panic!("the count did not reach {at_least} within {deadline:?}"))
 }
 
 /// A JSON string's text; panics on anything else.

@@ -85,7 +85,7 @@ async fn head_and_bots_are_not_counted(app: TestApp) {
     .await;
     assert_eq!(res.status(), 302);
     assert_eq!(app.wait_for_clicks(&code, 1).await, 1);
-    assert_eq!(app.stored_clicks(&code).await, 1);
+    assert_eq!(app.wait_for_stored_clicks(&code, 1).await, 1);
 }
 
 async fn concurrent_clicks_are_counted_exactly(app: TestApp) {
@@ -113,7 +113,7 @@ async fn concurrent_clicks_are_counted_exactly(app: TestApp) {
     }
     assert_eq!(app.wait_for_clicks(&code, 500).await, 500);
     assert_eq!(app.wait_for_clicks(&other, 100).await, 100);
-    assert_eq!(app.stored_clicks(&code).await, 500);
+    assert_eq!(app.wait_for_stored_clicks(&code, 500).await, 500);
 }
 
 async fn a_graceful_stop_loses_no_click(mut app: TestApp) {

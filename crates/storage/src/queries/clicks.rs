@@ -6,18 +6,21 @@ use diesel::prelude::*;
 use diesel_async::{AsyncConnection, RunQueryDsl};
 use shortlink_domain::{BaseUrl, ClickInfo, Event, EventKind, Timestamp};
 
-use super::{Conn, add_clicks, outbox};
+use super::{Conn, count_clicks, outbox};
+use crate::click_journal::ClickJournal;
 use crate::rows::{LinkRow, with_clicks};
 use crate::schema::links;
 use crate::{ClickBatch, LinkClicks, StorageError};
 
-/// Adds each link's clicks to its counter and writes `link.clicked` events for subscribed
-/// endpoints, all in one transaction: either the whole batch counts or none of it does, so a
-/// retry after a failure cannot count twice. Clicks on links deleted meanwhile are dropped.
+/// Adds each link's clicks to its counter (or, with an active journal, journals them) and
+/// writes `link.clicked` events for subscribed endpoints, all in one transaction: either the
+/// whole batch counts or none of it does, so a retry after a failure cannot count twice. Clicks
+/// on links deleted meanwhile are dropped.
 pub(crate) async fn record_clicks(
     c: &mut Conn,
     batch: &ClickBatch,
     base: &BaseUrl,
+    journal: Option<&ClickJournal>,
 ) -> Result<(), StorageError> {
     // In key order, so consecutive updates land on the same or the next page of the counters.
     let mut counts: Vec<(i64, i64)> = batch
@@ -26,8 +29,9 @@ pub(crate) async fn record_clicks(
         .map(|l| (l.counter.0, i64::try_from(l.count).unwrap_or(i64::MAX)))
         .collect();
     counts.sort_unstable();
+    let journal = journal.filter(|j| j.is_active());
     c.transaction(async |c| -> Result<(), StorageError> {
-        add_clicks(c, counts).await?;
+        count_clicks(c, counts.clone(), journal).await?;
         let subs = outbox::subscriptions(c, batch.links.iter().map(|l| l.workspace_id)).await?;
         let wanted: Vec<&LinkClicks> = batch
             .links
@@ -51,7 +55,11 @@ pub(crate) async fn record_clicks(
             let Some(row) = rows.remove(&entry.counter.0) else {
                 continue;
             };
-            let link = row.into_domain()?;
+            let mut link = row.into_domain(journal)?;
+            if journal.is_some() {
+                // Journaled, not yet in the counter nor in the sum.
+                link.clicks += i64::try_from(entry.count).unwrap_or(i64::MAX);
+            }
             let view = link.view(base);
             // Clicks counted while the batcher was over its detail bound carry no headers.
             let bare = ClickInfo {
@@ -73,5 +81,9 @@ pub(crate) async fn record_clicks(
         }
         outbox::write(c, &subs, &events).await
     })
-    .await
+    .await?;
+    if let Some(journal) = journal {
+        journal.journaled(&counts);
+    }
+    Ok(())
 }

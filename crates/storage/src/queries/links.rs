@@ -8,6 +8,7 @@ use diesel_async::{AsyncConnection, RunQueryDsl};
 use shortlink_domain::{BaseUrl, Destination, Event, Link, LinkId, LinkRef, Slug, WorkspaceId};
 
 use super::{Backend, Conn, insert_new_links, outbox};
+use crate::click_journal::{ClickJournal, reading};
 use crate::rows::{LinkRow, NewLinkRow, RedirectRow, found, with_clicks};
 use crate::schema::links;
 use crate::{CounterKey, CreateOutcome, NewLink, RedirectTarget, StorageError};
@@ -106,15 +107,20 @@ fn by_ref<'a>(
     }
 }
 
+/// Reads of links on a reader connection (`get_link`, `list_links`) hold the click journal's
+/// gate from before their query until their clicks are summed (see `crate::click_journal`);
+/// changes run on the writer connection, which a fold holds, and need no gate.
 pub(crate) async fn get_link(
     c: &mut Conn,
     workspace: WorkspaceId,
     link: &LinkRef,
     domain: &str,
+    journal: Option<&ClickJournal>,
 ) -> Result<Option<Link>, StorageError> {
+    let _gate = reading(journal).await;
     find(c, workspace, link, domain)
         .await?
-        .map(LinkRow::into_domain)
+        .map(|row| row.into_domain(journal))
         .transpose()
 }
 
@@ -160,7 +166,9 @@ pub(crate) async fn list_links(
     workspace: WorkspaceId,
     limit: i64,
     before: Option<LinkId>,
+    journal: Option<&ClickJournal>,
 ) -> Result<Vec<Link>, StorageError> {
+    let _gate = reading(journal).await;
     let mut query = with_clicks()
         .filter(links::workspace_id.eq(workspace.to_string()))
         .select(LinkRow::as_select())
@@ -174,7 +182,7 @@ pub(crate) async fn list_links(
         .load(c)
         .await?
         .into_iter()
-        .map(LinkRow::into_domain)
+        .map(|row| row.into_domain(journal))
         .collect()
 }
 
@@ -185,6 +193,7 @@ pub(crate) async fn update_destination(
     domain: &str,
     destination: &Destination,
     now: i64,
+    journal: Option<&ClickJournal>,
 ) -> Result<Option<Link>, StorageError> {
     c.transaction(async |c| -> Result<Option<Link>, StorageError> {
         let Some(mut row) = find(c, workspace, link, domain).await? else {
@@ -202,7 +211,7 @@ pub(crate) async fn update_destination(
             return Ok(None);
         }
         row.destination = destination.to_string();
-        row.into_domain().map(Some)
+        row.into_domain(journal).map(Some)
     })
     .await
 }
@@ -213,6 +222,7 @@ pub(crate) async fn delete_link(
     workspace: WorkspaceId,
     link: &LinkRef,
     domain: &str,
+    journal: Option<&ClickJournal>,
 ) -> Result<Option<Link>, StorageError> {
     c.transaction(async |c| -> Result<Option<Link>, StorageError> {
         let Some(row) = find(c, workspace, link, domain).await? else {
@@ -225,7 +235,7 @@ pub(crate) async fn delete_link(
         if deleted == 0 {
             return Ok(None);
         }
-        row.into_domain().map(Some)
+        row.into_domain(journal).map(Some)
     })
     .await
 }

@@ -29,6 +29,7 @@ fn later() -> Timestamp {
 
 each_backend!(
     events_reach_subscribed_endpoints_of_their_workspace_only,
+    with_journal,
     |store| {
         let acme = workspace(&store, "acme").await;
         let globex = workspace(&store, "globex").await;
@@ -95,6 +96,13 @@ each_backend!(
             })
             .collect();
         assert!(referrers.contains(&serde_json::json!("https://ref.example/")));
+        for delivery in &on_clicked {
+            let body: serde_json::Value = serde_json::from_str(&delivery.payload).unwrap();
+            assert_eq!(
+                body["data"]["link"]["clicks"], 2,
+                "the link as the batch left it"
+            );
+        }
         assert!(referrers.contains(&serde_json::Value::Null));
 
         assert_eq!(

@@ -5,6 +5,7 @@
     reason = "a test fails by panicking, and helpers are part of tests"
 )]
 
+mod click_journal;
 mod deliveries;
 mod links;
 mod migrations;
@@ -27,6 +28,30 @@ macro_rules! each_backend {
                 $crate::TestDatabase::all(concat!(module_path!(), "::", stringify!($name))).await
             {
                 let $store = db.store().await;
+                let run = async { $body };
+                run.await;
+                drop(db);
+            }
+        }
+    };
+    // A test of counting clicks: once more on SQLite with the click journal on, as the server
+    // runs it (`Store::start_click_journal`).
+    ($name:ident, with_journal, |$store:ident| $body:block) => {
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $name() {
+            let test = concat!(module_path!(), "::", stringify!($name));
+            let mut dbs = vec![($crate::TestDatabase::sqlite(), true)];
+            dbs.extend(
+                $crate::TestDatabase::all(test)
+                    .await
+                    .into_iter()
+                    .map(|db| (db, false)),
+            );
+            for (db, journal) in dbs {
+                let $store = db.store().await;
+                if journal {
+                    assert!($store.start_click_journal().await.unwrap());
+                }
                 let run = async { $body };
                 run.await;
                 drop(db);
