@@ -25,12 +25,10 @@ const POOL_TIMEOUT: Duration = Duration::from_secs(5);
 /// flush neither reads their pages back nor spills them mid-transaction; the statement journal
 /// of a many-row `UPDATE` is kept in memory rather than in a temporary file. Checkpoints are
 /// another thread's work (`crate::checkpoint`); the writer's own threshold is a backstop. All
-/// measured with `just bench` (docs/PERFORMANCE.md). The temporary table is the click flush's
-/// scratch space (`crate::sqlite::add_clicks`).
+/// measured with `just bench` (docs/PERFORMANCE.md).
 const SQLITE_PRAGMAS: &str = concat!(
     "PRAGMA busy_timeout = 5000; PRAGMA foreign_keys = ON; PRAGMA synchronous = NORMAL; ",
-    "PRAGMA cache_size = -16384; PRAGMA temp_store = MEMORY; PRAGMA wal_autocheckpoint = 10000; ",
-    "CREATE TEMP TABLE pending_clicks (link_seq INTEGER PRIMARY KEY, clicks INTEGER NOT NULL);"
+    "PRAGMA cache_size = -16384; PRAGMA temp_store = MEMORY; PRAGMA wal_autocheckpoint = 10000;"
 );
 
 /// Reader connections: they cannot write, so a write sent to the wrong pool fails loudly.
