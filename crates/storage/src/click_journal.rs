@@ -70,6 +70,7 @@ impl ClickJournal {
         state.last_fold = Some(Instant::now());
     }
 
+    /// Whether flushes are journaled (a server started the journal).
     pub fn is_active(&self) -> bool {
         self.state().active
     }

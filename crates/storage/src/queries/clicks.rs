@@ -58,7 +58,9 @@ pub(crate) async fn record_clicks(
             let mut link = row.into_domain(journal)?;
             if journal.is_some() {
                 // Journaled, not yet in the counter nor in the sum.
-                link.clicks += i64::try_from(entry.count).unwrap_or(i64::MAX);
+                link.clicks = link
+                    .clicks
+                    .saturating_add(i64::try_from(entry.count).unwrap_or(i64::MAX));
             }
             let view = link.view(base);
             // Clicks counted while the batcher was over its detail bound carry no headers.

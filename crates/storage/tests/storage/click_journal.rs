@@ -21,13 +21,12 @@ async fn journaled(db: &TestDatabase) -> Store {
     store
 }
 
-async fn counter(store: &Store, code: &str) -> CounterKey {
-    store
-        .resolve(base().domain(), code)
-        .await
-        .unwrap()
-        .unwrap()
-        .counter
+/// The workspace `acme` with one link, `a`, and that link's counter.
+async fn acme_with_a_link(store: &Store) -> (Workspace, CounterKey) {
+    let acme = workspace(store, "acme").await;
+    create(store, new_link(&acme, Some("a"), "https://example.com/")).await;
+    let target = store.resolve(base().domain(), "a").await.unwrap().unwrap();
+    (acme, target.counter)
 }
 
 async fn record(store: &Store, ws: &Workspace, counter: CounterKey, count: u64) {
@@ -57,9 +56,7 @@ async fn journaled_clicks_count_at_once_and_reach_the_file_by_a_fold() {
     let db = TestDatabase::sqlite();
     let server = journaled(&db).await;
     let other = plain(&db).await;
-    let acme = workspace(&server, "acme").await;
-    create(&server, new_link(&acme, Some("a"), "https://example.com/")).await;
-    let a = counter(&server, "a").await;
+    let (acme, a) = acme_with_a_link(&server).await;
 
     record(&server, &acme, a, 3).await;
     record(&server, &acme, a, 2).await;
@@ -81,9 +78,7 @@ async fn journaled_clicks_count_at_once_and_reach_the_file_by_a_fold() {
 async fn a_stop_without_a_fold_leaves_the_journal_to_the_next_start() {
     let db = TestDatabase::sqlite();
     let first = journaled(&db).await;
-    let acme = workspace(&first, "acme").await;
-    create(&first, new_link(&acme, Some("a"), "https://example.com/")).await;
-    let a = counter(&first, "a").await;
+    let (acme, a) = acme_with_a_link(&first).await;
     record(&first, &acme, a, 4).await;
     drop(first);
 
@@ -106,9 +101,7 @@ async fn a_fold_is_due_once_the_oldest_click_waited_its_interval() {
     let db = TestDatabase::sqlite();
     let server = journaled(&db).await;
     let other = plain(&db).await;
-    let acme = workspace(&server, "acme").await;
-    create(&server, new_link(&acme, Some("a"), "https://example.com/")).await;
-    let a = counter(&server, "a").await;
+    let (acme, a) = acme_with_a_link(&server).await;
 
     let started = Instant::now();
     let mut recorded = 0;
@@ -133,9 +126,7 @@ async fn a_fold_is_due_once_the_oldest_click_waited_its_interval() {
 async fn reads_during_folds_see_each_click_once() {
     let db = TestDatabase::sqlite();
     let server = journaled(&db).await;
-    let acme = workspace(&server, "acme").await;
-    create(&server, new_link(&acme, Some("a"), "https://example.com/")).await;
-    let a = counter(&server, "a").await;
+    let (acme, a) = acme_with_a_link(&server).await;
     let (started, finished) = (Arc::new(AtomicI64::new(0)), Arc::new(AtomicI64::new(0)));
 
     let writer = {
