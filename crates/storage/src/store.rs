@@ -541,6 +541,10 @@ impl Store {
         let pools = pools.clone();
         self.detached(|_| async move {
             let mut conn = pools.writer.get().await?;
+            if pools.journal.is_active() {
+                // Its rows are in the sum already: loading them again would count them twice.
+                return Ok(true);
+            }
             crate::sqlite::load_journal(&mut conn, &pools.journal).await?;
             crate::sqlite::fold_journal(&mut conn, &pools.journal).await?;
             pools.journal.activate();

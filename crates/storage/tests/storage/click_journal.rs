@@ -60,6 +60,10 @@ async fn journaled_clicks_count_at_once_and_reach_the_file_by_a_fold() {
 
     record(&server, &acme, a, 3).await;
     record(&server, &acme, a, 2).await;
+    assert!(
+        server.start_click_journal().await.unwrap(),
+        "started once only"
+    );
     assert_eq!(clicks(&server, &acme, "a").await, 5);
     assert_eq!(
         server.list_links(acme.id, 10, None).await.unwrap()[0].clicks,
