@@ -21,10 +21,14 @@
 //!   serves ([`crate::Store::start_click_journal`]).
 //!
 //! The sum lives in this process, so the journal is only for the store that is its file's one
-//! server (as the redirect index already is). Any other process that opens the file (the CLI)
-//! counts in place, and reads counters that may lag the server's by up to a fold.
+//! server (as the redirect index already is). A server holds an exclusive lock on `<file>.lock`
+//! while it journals, so a second server on the same file refuses to start instead of folding
+//! the first one's journal (which would count those clicks twice). Any other process that opens
+//! the file (the CLI) counts in place, and reads counters that may lag the server's by up to a
+//! fold.
 
 use std::collections::HashMap;
+use std::fs::{File, TryLockError};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -50,7 +54,8 @@ pub(crate) struct ClickJournal {
 
 #[derive(Debug, Default)]
 struct State {
-    active: bool,
+    /// The server's lock on the file, held while flushes are journaled.
+    server_lock: Option<File>,
     /// Clicks journaled and not folded, by counter key.
     unfolded: HashMap<i64, i64>,
     last_fold: Option<Instant>,
@@ -63,16 +68,16 @@ impl ClickJournal {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Flushes are journaled from now on.
-    pub fn activate(&self) {
+    /// Flushes are journaled from now on, under the server's lock ([`lock_server`]).
+    pub fn activate(&self, server_lock: File) {
         let mut state = self.state();
-        state.active = true;
+        state.server_lock = Some(server_lock);
         state.last_fold = Some(Instant::now());
     }
 
     /// Whether flushes are journaled (a server started the journal).
     pub fn is_active(&self) -> bool {
-        self.state().active
+        self.state().server_lock.is_some()
     }
 
     /// Clicks of counter `key` that are journaled and not yet folded.
@@ -119,6 +124,28 @@ impl ClickJournal {
     /// Taken by a fold before it commits.
     pub async fn folding(&self) -> RwLockWriteGuard<'_, ()> {
         self.gate.write().await
+    }
+}
+
+/// The exclusive lock a server holds on `<path>.lock` while it journals the clicks of the SQLite
+/// file at `path`; released when the file handle is dropped or the process ends, however it ends.
+pub(crate) fn lock_server(path: &str) -> Result<File, StorageError> {
+    let lock_path = format!("{path}.lock");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .map_err(|e| StorageError::Unavailable(format!("cannot open {lock_path}: {e}")))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(TryLockError::WouldBlock) => Err(StorageError::Unavailable(format!(
+            "another server is using this SQLite file ({lock_path} is locked); one file serves \
+             one server, several servers share PostgreSQL"
+        ))),
+        Err(TryLockError::Error(e)) => Err(StorageError::Unavailable(format!(
+            "cannot lock {lock_path}: {e}"
+        ))),
     }
 }
 

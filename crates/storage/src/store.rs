@@ -533,21 +533,25 @@ impl Store {
     /// several servers share.
     ///
     /// Only for a store that is its file's one server, as with [`Store::load_redirect_index`]:
-    /// another process reading the file sees counters that lag by up to a fold.
+    /// another process reading the file sees counters that lag by up to a fold. A second store
+    /// starting the journal of the same file, while the first is open, is refused
+    /// ([`StorageError::Unavailable`]): it would count the first one's journaled clicks twice.
     pub async fn start_click_journal(&self) -> Result<bool, StorageError> {
         let Backend::Sqlite(pools) = &self.backend else {
             return Ok(false);
         };
         let pools = pools.clone();
+        let path = sqlite_path(&self.url).unwrap_or_default().to_owned();
         self.detached(|_| async move {
             let mut conn = pools.writer.get().await?;
             if pools.journal.is_active() {
                 // Its rows are in the sum already: loading them again would count them twice.
                 return Ok(true);
             }
+            let server_lock = crate::click_journal::lock_server(&path)?;
             crate::sqlite::load_journal(&mut conn, &pools.journal).await?;
             crate::sqlite::fold_journal(&mut conn, &pools.journal).await?;
-            pools.journal.activate();
+            pools.journal.activate(server_lock);
             Ok(true)
         })
         .await

@@ -113,7 +113,7 @@ impl Drop for TestDatabase {
     fn drop(&mut self) {
         match &self.cleanup {
             Cleanup::Files(path) => {
-                for suffix in ["", "-wal", "-shm"] {
+                for suffix in ["", "-wal", "-shm", ".lock"] {
                     let mut p = path.clone().into_os_string();
                     p.push(suffix);
                     let _ = std::fs::remove_file(p);

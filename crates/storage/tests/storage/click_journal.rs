@@ -162,3 +162,16 @@ async fn reads_during_folds_see_each_click_once() {
     assert!(reads > 10, "the reads raced too few folds ({reads})");
     assert_eq!(clicks(&server, &acme, "a").await, 300);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_server_on_the_file_is_refused_while_the_first_is_open() {
+    let db = TestDatabase::sqlite();
+    let first = journaled(&db).await;
+    let second = plain(&db).await;
+    assert!(matches!(
+        second.start_click_journal().await,
+        Err(shortlink_storage::StorageError::Unavailable(_))
+    ));
+    drop(first);
+    assert!(second.start_click_journal().await.unwrap());
+}
