@@ -101,10 +101,10 @@ impl ServerProcess {
                     self.log_tail()
                 );
             }
-            if let Ok(mut conn) = Connection::open(self.addr).await {
-                if conn.send(Method::GET, path, None, None).await.is_ok() {
-                    return Ok(());
-                }
+            if let Ok(mut conn) = Connection::open(self.addr).await
+                && conn.send(Method::GET, path, None, None).await.is_ok()
+            {
+                return Ok(());
             }
             if Instant::now() >= deadline {
                 bail!(
@@ -199,10 +199,10 @@ impl ServerProcess {
 
 impl Drop for ServerProcess {
     fn drop(&mut self) {
-        if self.child.is_some() {
-            if let Err(e) = self.terminate() {
-                eprintln!("warning: {e:#}");
-            }
+        if self.child.is_some()
+            && let Err(e) = self.terminate()
+        {
+            eprintln!("warning: {e:#}");
         }
     }
 }

@@ -33,11 +33,11 @@ pub(crate) async fn create_links(
         let mut pending: Vec<(usize, Link, bool)> = Vec::with_capacity(new.len());
         for (i, link) in new.into_iter().enumerate() {
             let custom = link.slug.is_some();
-            if let Some(slug) = &link.slug {
-                if !seen_custom.insert(slug.clone()) {
-                    outcomes[i] = Some((CreateOutcome::SlugConflict, None));
-                    continue;
-                }
+            if let Some(slug) = &link.slug
+                && !seen_custom.insert(slug.clone())
+            {
+                outcomes[i] = Some((CreateOutcome::SlugConflict, None));
+                continue;
             }
             let link = Link {
                 id: link.id,
