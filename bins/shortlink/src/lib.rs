@@ -57,7 +57,7 @@ impl Application {
         store
             .start_click_journal()
             .await
-            .context("could not fold the clicks an earlier run journaled")?;
+            .context("could not start the click journal")?;
 
         let listener = TcpListener::bind(&config.listen)
             .with_context(|| format!("could not listen on {}", config.listen))?;

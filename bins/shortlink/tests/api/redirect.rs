@@ -4,6 +4,7 @@
 
 use crate::helpers::{TestApp, header, on_both_backends};
 use futures_util::future::join_all;
+use shortlink_server::{Application, Config};
 
 on_both_backends!(
     redirects_with_the_request_query_after_the_destinations,
@@ -126,6 +127,32 @@ async fn a_graceful_stop_loses_no_click(mut app: TestApp) {
     assert_eq!(app.stored_clicks(&code).await, n);
     let refused = app.client.get(app.url("/healthz")).send().await;
     assert!(refused.is_err(), "the server no longer answers");
+}
+
+// Each SQLite server counts clicks in memory ahead of its file (the click journal): a second
+// one on the same file would count the first one's clicks twice, so it does not start.
+#[tokio::test]
+async fn a_second_server_on_the_same_sqlite_file_does_not_start() {
+    let app = TestApp::spawn().await;
+    let config = Config {
+        listen: "127.0.0.1:0".into(),
+        first_run_banner: false,
+        ..Config::new(app.db.url.clone())
+    };
+    let refused = Application::build(config)
+        .await
+        .err()
+        .expect("a second server is refused");
+    assert!(
+        format!("{refused:#}").contains("another server is using this SQLite file"),
+        "{refused:#}"
+    );
+    let code = app.create_code("https://example.com/").await;
+    assert_eq!(
+        app.visit(&code).await.status(),
+        302,
+        "the first one serves on"
+    );
 }
 
 #[tokio::test]
