@@ -114,10 +114,11 @@ impl ClickJournal {
         counts
     }
 
-    /// Clears the sum after a fold committed (the caller holds the gate).
+    /// Clears the sum after a fold committed (the caller holds the gate). The map keeps its
+    /// capacity, bounded by [`FOLD_AT_LINKS`]: the next interval fills it again.
     pub fn folded(&self) {
         let mut state = self.state();
-        state.unfolded = HashMap::new();
+        state.unfolded.clear();
         state.last_fold = Some(Instant::now());
     }
 
