@@ -53,11 +53,12 @@ impl Application {
             .migrate()
             .await
             .context("could not prepare the database")?;
-        load_redirect_index(&store, config.redirect_index_mib).await?;
+        // First: it also refuses a second server on the same SQLite file, before any loading.
         store
             .start_click_journal()
             .await
             .context("could not start the click journal")?;
+        load_redirect_index(&store, config.redirect_index_mib).await?;
 
         let listener = TcpListener::bind(&config.listen)
             .with_context(|| format!("could not listen on {}", config.listen))?;
