@@ -49,7 +49,7 @@ const UPDATE_CHUNK: usize = 1000;
 /// Adds `(counter key, clicks)` pairs to the counters, a statement per thousand:
 /// `WITH v(k, n) AS (VALUES …) UPDATE link_clicks SET clicks = link_clicks.clicks + v.n FROM v
 /// …`. A statement per link would cost a round trip per clicked link.
-pub(crate) async fn add_clicks(c: &mut Conn, counts: Vec<(i64, i64)>) -> QueryResult<()> {
+pub(crate) async fn add_clicks(c: &mut Conn, counts: &[(i64, i64)]) -> QueryResult<()> {
     use diesel::sql_types::BigInt;
 
     for chunk in counts.chunks(UPDATE_CHUNK) {
@@ -74,7 +74,7 @@ pub(crate) async fn add_clicks(c: &mut Conn, counts: Vec<(i64, i64)>) -> QueryRe
 /// counters, so there is no journal (`crate::click_journal`) on PostgreSQL.
 pub(crate) async fn count_clicks(
     c: &mut Conn,
-    counts: Vec<(i64, i64)>,
+    counts: &[(i64, i64)],
     _journal: Option<&crate::click_journal::ClickJournal>,
 ) -> QueryResult<()> {
     add_clicks(c, counts).await

@@ -96,7 +96,7 @@ const CLICKS_PER_STATEMENT: usize = 1000;
 /// wait behind it (the redirect p99 with the bench's server on one CPU, docs/PERFORMANCE.md).
 /// Between two statements the thread waits for the next handoff, and a worker that has requests
 /// runs first.
-pub(crate) async fn add_clicks(c: &mut Conn, counts: Vec<(i64, i64)>) -> QueryResult<()> {
+pub(crate) async fn add_clicks(c: &mut Conn, counts: &[(i64, i64)]) -> QueryResult<()> {
     use std::fmt::Write;
 
     for slice in counts.chunks(CLICKS_PER_STATEMENT) {
@@ -127,12 +127,12 @@ diesel::table! {
 /// transaction: as one journal row when the journal is active, else in place.
 pub(crate) async fn count_clicks(
     c: &mut Conn,
-    counts: Vec<(i64, i64)>,
+    counts: &[(i64, i64)],
     journal: Option<&ClickJournal>,
 ) -> QueryResult<()> {
     if journal.is_some() {
         diesel::insert_into(click_journal::table)
-            .values(click_journal::counts.eq(crate::click_journal::encode(&counts)))
+            .values(click_journal::counts.eq(crate::click_journal::encode(counts)))
             .execute(c)
             .await?;
         Ok(())
@@ -148,7 +148,7 @@ pub(crate) async fn fold_journal(c: &mut Conn, journal: &ClickJournal) -> Result
     let counts = journal.to_fold();
     let gate = c
         .transaction(async |c| -> Result<_, StorageError> {
-            add_clicks(c, counts).await?;
+            add_clicks(c, &counts).await?;
             diesel::delete(click_journal::table).execute(c).await?;
             Ok(journal.folding().await)
         })

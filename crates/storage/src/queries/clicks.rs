@@ -31,7 +31,7 @@ pub(crate) async fn record_clicks(
     counts.sort_unstable();
     let journal = journal.filter(|j| j.is_active());
     c.transaction(async |c| -> Result<(), StorageError> {
-        count_clicks(c, counts.clone(), journal).await?;
+        count_clicks(c, &counts, journal).await?;
         let subs = outbox::subscriptions(c, batch.links.iter().map(|l| l.workspace_id)).await?;
         let wanted: Vec<&LinkClicks> = batch
             .links

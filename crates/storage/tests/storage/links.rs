@@ -233,7 +233,7 @@ each_backend!(click_batches_add_exactly, with_journal, |store| {
     );
 });
 
-// A flush larger than one handoff to SQLite's connection thread (1,000 counters) is applied in
+// A flush larger than one statement's share (1,000 counters) is applied in
 // slices of one transaction: every counter still gets exactly its own clicks.
 each_backend!(a_large_click_batch_adds_exactly, with_journal, |store| {
     let acme = workspace(&store, "acme").await;
