@@ -19,35 +19,23 @@ use shortlink_domain::{
 pub(crate) use shortlink_storage::testing::TestDatabase;
 use shortlink_storage::{CreateOutcome, NewLink, Store};
 
-/// Runs `body` once per configured backend with a fresh migrated store.
+/// Runs `body` once per configured backend with a fresh migrated store. A test of counting
+/// clicks (`with_journal`) runs once more on SQLite with the click journal on, as the server runs
+/// it (`Store::start_click_journal`).
 macro_rules! each_backend {
     ($name:ident, |$store:ident| $body:block) => {
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn $name() {
-            for db in
-                $crate::TestDatabase::all(concat!(module_path!(), "::", stringify!($name))).await
-            {
-                let $store = db.store().await;
-                let run = async { $body };
-                run.await;
-                drop(db);
-            }
-        }
+        $crate::each_backend!(@runs $name, false, |$store| $body);
     };
-    // A test of counting clicks: once more on SQLite with the click journal on, as the server
-    // runs it (`Store::start_click_journal`).
     ($name:ident, with_journal, |$store:ident| $body:block) => {
+        $crate::each_backend!(@runs $name, true, |$store| $body);
+    };
+    (@runs $name:ident, $with_journal:expr, |$store:ident| $body:block) => {
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
         async fn $name() {
             let test = concat!(module_path!(), "::", stringify!($name));
-            let mut dbs = vec![($crate::TestDatabase::sqlite(), true)];
-            dbs.extend(
-                $crate::TestDatabase::all(test)
-                    .await
-                    .into_iter()
-                    .map(|db| (db, false)),
-            );
-            for (db, journal) in dbs {
+            let journaled = $with_journal.then(|| ($crate::TestDatabase::sqlite(), true));
+            let plain = $crate::TestDatabase::all(test).await.into_iter().map(|db| (db, false));
+            for (db, journal) in journaled.into_iter().chain(plain) {
                 let $store = db.store().await;
                 if journal {
                     assert!($store.start_click_journal().await.unwrap());
