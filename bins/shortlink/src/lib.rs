@@ -172,6 +172,10 @@ impl Application {
             // Nothing is lost: the next start folds the journal.
             tracing::warn!(error = %e, "could not fold the click journal before stopping");
         }
+        if let Err(e) = self.store.fold_codes().await {
+            // Nothing is lost: the codes are in `links`, and the next start folds them.
+            tracing::warn!(error = %e, "could not fold recent short codes before stopping");
+        }
         let _ = worker.await;
         served.context("the HTTP server failed")?;
         anyhow::ensure!(

@@ -6,6 +6,7 @@ mod error;
 mod migrate;
 mod pg;
 mod pool;
+mod recent_codes;
 mod redirect_index;
 mod rows;
 mod schema;

@@ -18,7 +18,20 @@ fn failed(e: impl std::fmt::Display) -> StorageError {
     StorageError::Migration(e.to_string())
 }
 
-/// Applies pending SQLite migrations and turns on WAL (a persistent property of the file).
+/// A row of `PRAGMA foreign_key_check`: a reference to a row that does not exist.
+#[derive(diesel::QueryableByName)]
+struct Dangling {
+    #[diesel(sql_type = diesel::sql_types::Text)]
+    table: String,
+}
+
+/// Applies pending SQLite migrations and turns on WAL (a persistent property of the file), then
+/// folds the codes of links no store folded yet (`crate::recent_codes`), so that every store
+/// starts with all codes in `link_codes`.
+///
+/// Foreign keys are off while migrations run: rebuilding a table (SQLite's only way to drop a
+/// constraint) drops the old one, which would otherwise delete the rows that refer to it. A check
+/// afterwards fails the migration if any reference is left dangling.
 pub(crate) async fn sqlite(path: String) -> Result<usize, StorageError> {
     tokio::task::spawn_blocking(move || {
         let mut conn = SqliteConnection::establish(&path)
@@ -27,8 +40,19 @@ pub(crate) async fn sqlite(path: String) -> Result<usize, StorageError> {
         // closed the file may still hold while it checkpoints.
         diesel::sql_query("PRAGMA busy_timeout = 5000").execute(&mut conn)?;
         diesel::sql_query("PRAGMA journal_mode = WAL").execute(&mut conn)?;
-        let applied = conn.run_pending_migrations(SQLITE).map_err(failed)?;
-        Ok(applied.len())
+        diesel::sql_query("PRAGMA foreign_keys = OFF").execute(&mut conn)?;
+        let applied = conn.run_pending_migrations(SQLITE).map_err(failed)?.len();
+        let dangling: Vec<Dangling> =
+            diesel::sql_query("PRAGMA foreign_key_check").load(&mut conn)?;
+        if let Some(row) = dangling.first() {
+            return Err(failed(format!(
+                "{} rows refer to rows that do not exist (first in table {})",
+                dangling.len(),
+                row.table
+            )));
+        }
+        crate::sqlite::fold_codes(&mut conn)?;
+        Ok(applied)
     })
     .await
     .map_err(failed)?

@@ -29,11 +29,21 @@ pub(crate) async fn lock_due(
         .await
 }
 
+/// Nothing to prepare: the unique constraint on codes keeps them apart (SQLite's creations read
+/// its recent codes here, `crate::recent_codes`).
+pub(crate) async fn begin_creation(
+    _c: &mut Conn,
+    _codes: Option<&crate::recent_codes::RecentCodes>,
+) -> QueryResult<()> {
+    Ok(())
+}
+
 /// One multi-row `INSERT … ON CONFLICT DO NOTHING RETURNING id, seq`: the ids and row numbers
-/// of the links that were inserted.
+/// of the links that were inserted; a link whose code is taken is left out.
 pub(crate) async fn insert_new_links(
     c: &mut Conn,
     rows: Vec<NewLinkRow>,
+    _codes: Option<&crate::recent_codes::RecentCodes>,
 ) -> QueryResult<Vec<(String, i64)>> {
     diesel::insert_into(links::table)
         .values(rows)

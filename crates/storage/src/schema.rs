@@ -42,6 +42,23 @@ diesel::table! {
 }
 
 diesel::table! {
+    /// The code index: on SQLite a table that folds receive the codes of new links
+    /// (`crate::recent_codes`), on PostgreSQL a view over `links` and its unique constraint.
+    link_codes (domain, short_code) {
+        domain -> Text,
+        short_code -> Text,
+        link_seq -> BigInt,
+    }
+}
+
+diesel::table! {
+    /// SQLite only, one row: every link up to `through_seq` has its code in `link_codes`.
+    link_codes_folded (through_seq) {
+        through_seq -> BigInt,
+    }
+}
+
+diesel::table! {
     webhooks (id) {
         id -> Text,
         workspace_id -> Text,
@@ -94,6 +111,8 @@ diesel::allow_tables_to_appear_in_same_query!(
     api_keys,
     links,
     link_clicks,
+    link_codes,
+    link_codes_folded,
     webhooks,
     webhook_deliveries,
     webhook_attempts,

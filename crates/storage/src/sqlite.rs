@@ -7,10 +7,13 @@
 use diesel::prelude::*;
 use diesel_async::{AsyncConnection, RunQueryDsl};
 
+use std::collections::{HashMap, HashSet};
+
 use crate::StorageError;
 use crate::click_journal::ClickJournal;
+use crate::recent_codes::{Lookup, RecentCodes};
 use crate::rows::{DeliveryRow, NewLinkRow, RedirectRow};
-use crate::schema::webhook_deliveries as d;
+use crate::schema::{link_codes_folded, links, webhook_deliveries as d};
 
 pub(crate) type Conn =
     diesel_async::sync_connection_wrapper::SyncConnectionWrapper<diesel::SqliteConnection>;
@@ -32,47 +35,290 @@ pub(crate) async fn lock_due(
     queries::due(now, limit).load(c).await
 }
 
-/// One multi-row `INSERT … ON CONFLICT DO NOTHING RETURNING id, seq`: the ids and row numbers
-/// of the links that were inserted.
+/// The store's recent codes, which every creation on SQLite needs.
+fn recent(codes: Option<&RecentCodes>) -> QueryResult<RecentCodes> {
+    codes
+        .cloned()
+        .ok_or_else(|| diesel::result::Error::QueryBuilderError("no recent codes".into()))
+}
+
+/// Starts a creation's transaction: takes the file's write lock, then brings the recent codes up
+/// to date with the file ([`sync_recent_codes`]).
 ///
-/// Written as SQL because diesel runs a batch insert of structs on SQLite row by row, and
-/// there a row skipped by `DO NOTHING` fails the whole statement with `NotFound`.
+/// The lock comes first, by a statement that writes nothing: a transaction that reads first
+/// holds a snapshot, and SQLite fails its first write at once ("database is locked", without
+/// waiting) when another connection holds the lock meanwhile, as the checkpointer does while it
+/// restarts the log.
+pub(crate) async fn begin_creation(c: &mut Conn, codes: Option<&RecentCodes>) -> QueryResult<()> {
+    let codes = recent(codes)?;
+    c.spawn_blocking(move |c| {
+        diesel::RunQueryDsl::execute(diesel::sql_query("DELETE FROM link_codes WHERE 0"), c)?;
+        sync_recent_codes(c, &codes)
+    })
+    .await
+}
+
+/// Reads the recent links again from the file if another connection wrote to it since the writer
+/// last looked, or if it never looked (`crate::recent_codes`). Inside a transaction, so that what
+/// the pragma reports and the rows read after it are one snapshot.
+pub(crate) fn sync_recent_codes(
+    c: &mut diesel::SqliteConnection,
+    codes: &RecentCodes,
+) -> QueryResult<()> {
+    #[derive(QueryableByName)]
+    struct DataVersion {
+        #[diesel(sql_type = diesel::sql_types::BigInt)]
+        data_version: i64,
+    }
+
+    let version: DataVersion =
+        diesel::RunQueryDsl::get_result(diesel::sql_query("PRAGMA data_version"), c)?;
+    if codes.begin(version.data_version) {
+        let through: i64 = diesel::RunQueryDsl::get_result(
+            link_codes_folded::table.select(link_codes_folded::through_seq),
+            c,
+        )?;
+        codes.reload(diesel::RunQueryDsl::load(
+            links::table.filter(links::seq.gt(through)).select((
+                links::domain,
+                links::short_code,
+                links::seq,
+            )),
+            c,
+        )?);
+    }
+    Ok(())
+}
+
+/// Makes the recent codes every recent link's, for the store that became its file's one server:
+/// whatever was created before it took the server lock is read from the file.
+pub(crate) async fn complete_recent_codes(c: &mut Conn, codes: &RecentCodes) -> QueryResult<()> {
+    use diesel::Connection;
+
+    let synced = codes.clone();
+    c.spawn_blocking(move |c| c.transaction(|c| sync_recent_codes(c, &synced)))
+        .await?;
+    codes.set_complete();
+    Ok(())
+}
+
+/// Inserts the links whose code is free and returns their ids and row numbers; a link whose code
+/// a recent link, a folded one or an earlier row of the batch has is left out, which the caller
+/// reads as a conflict (as `ON CONFLICT DO NOTHING` reports it on PostgreSQL). Inside the
+/// caller's transaction, begun with [`begin_creation`]; the inserted codes stay tentative until
+/// it commits.
+///
+/// All of it runs in one handoff to the connection's thread: a handoff per statement costs a
+/// thread wake-up each.
 pub(crate) async fn insert_new_links(
     c: &mut Conn,
     rows: Vec<NewLinkRow>,
+    codes: Option<&RecentCodes>,
 ) -> QueryResult<Vec<(String, i64)>> {
-    use diesel::sql_types::{BigInt, Text};
+    let codes = recent(codes)?;
+    c.spawn_blocking(move |c| {
+        let free = free_codes(c, &rows, &codes)?;
+        let rows: Vec<NewLinkRow> = rows
+            .into_iter()
+            .zip(free)
+            .filter_map(|(row, free)| free.then_some(row))
+            .collect();
+        let inserted = insert_links(c, &rows)?;
+        let by_id: HashMap<&str, &NewLinkRow> = rows.iter().map(|r| (r.id.as_str(), r)).collect();
+        for (id, seq) in &inserted {
+            if let Some(row) = by_id.get(id.as_str()) {
+                codes.inserted(row.domain.clone(), row.short_code.clone(), *seq);
+            }
+        }
+        Ok(inserted)
+    })
+    .await
+}
+
+/// For each row, whether its code is free: not a recent link's (committed or tentative), not in
+/// the code index, not an earlier row's.
+fn free_codes(
+    c: &mut diesel::SqliteConnection,
+    rows: &[NewLinkRow],
+    codes: &RecentCodes,
+) -> QueryResult<Vec<bool>> {
+    let mut by_domain: HashMap<&str, Vec<&str>> = HashMap::new();
+    for row in rows {
+        by_domain
+            .entry(&row.domain)
+            .or_default()
+            .push(&row.short_code);
+    }
+    let mut indexed = HashSet::new();
+    for (domain, batch) in by_domain {
+        for code in indexed_codes(c, domain, &batch)? {
+            indexed.insert((domain, code));
+        }
+    }
+    let mut seen = HashSet::with_capacity(rows.len());
+    Ok(rows
+        .iter()
+        .map(|row| {
+            let key = (row.domain.as_str(), row.short_code.as_str());
+            seen.insert(key)
+                && !codes.is_taken(key.0, key.1)
+                && !indexed.contains(&(key.0, key.1.to_owned()))
+        })
+        .collect())
+}
+
+/// The codes among `codes` that the code index has on `domain`, found by one statement: SQLite
+/// walks the JSON array and looks each code up in the index (diesel prepares a query per code
+/// anew for each row's bindings, and a query per code cost more than the rest of its insert).
+fn indexed_codes(
+    c: &mut diesel::SqliteConnection,
+    domain: &str,
+    codes: &[&str],
+) -> QueryResult<Vec<String>> {
+    use diesel::sql_types::Text;
 
     #[derive(QueryableByName)]
-    struct Inserted {
+    struct Indexed {
         #[diesel(sql_type = Text)]
-        id: String,
-        #[diesel(sql_type = BigInt)]
-        seq: i64,
+        code: String,
     }
 
-    if rows.is_empty() {
-        return Ok(Vec::new());
-    }
-    let placeholders = vec!["(?, ?, ?, ?, ?, ?, ?)"; rows.len()].join(", ");
-    let sql = format!(
-        "INSERT INTO links (id, workspace_id, domain, short_code, destination, created_at, \
-         updated_at) VALUES {placeholders} ON CONFLICT DO NOTHING RETURNING id, seq"
-    );
-    let mut query = diesel::sql_query(sql).into_boxed::<diesel::sqlite::Sqlite>();
-    for row in rows {
-        query = query
-            .bind::<Text, _>(row.id)
-            .bind::<Text, _>(row.workspace_id)
-            .bind::<Text, _>(row.domain)
-            .bind::<Text, _>(row.short_code)
-            .bind::<Text, _>(row.destination)
-            .bind::<BigInt, _>(row.created_at)
-            .bind::<BigInt, _>(row.updated_at);
-    }
-    let inserted: Vec<Inserted> = query.load(c).await?;
-    Ok(inserted.into_iter().map(|r| (r.id, r.seq)).collect())
+    let codes = serde_json::to_string(codes)
+        .map_err(|e| diesel::result::Error::SerializationError(Box::new(e)))?;
+    let found: Vec<Indexed> = diesel::RunQueryDsl::load(
+        diesel::sql_query(
+            "SELECT value AS code FROM json_each(?) \
+             WHERE EXISTS (SELECT 1 FROM link_codes WHERE domain = ? AND short_code = value)",
+        )
+        .bind::<Text, _>(codes)
+        .bind::<Text, _>(domain),
+        c,
+    )?;
+    Ok(found.into_iter().map(|f| f.code).collect())
 }
+
+/// Inserts `rows`, as statements of a few fixed sizes ([`InsertLinks`]) that diesel prepares once
+/// and keeps (a statement sized to each batch was parsed anew every time: 200 rows have 1,400
+/// parameters); returns their ids and row numbers.
+fn insert_links(
+    c: &mut diesel::SqliteConnection,
+    rows: &[NewLinkRow],
+) -> QueryResult<Vec<(String, i64)>> {
+    let mut inserted = Vec::with_capacity(rows.len());
+    let mut rest = rows;
+    while !rest.is_empty() {
+        let size = InsertLinks::SIZES
+            .into_iter()
+            .find(|&size| size <= rest.len())
+            .unwrap_or(1);
+        let (chunk, tail) = rest.split_at(size);
+        inserted.extend(diesel::RunQueryDsl::load::<(String, i64)>(
+            InsertLinks(chunk),
+            c,
+        )?);
+        rest = tail;
+    }
+    Ok(inserted)
+}
+
+/// Writes the code of every link past the fold mark to `link_codes`, in index order, and moves
+/// the mark past them, in one transaction; returns the new mark (`crate::recent_codes`).
+pub(crate) fn fold_codes(c: &mut diesel::SqliteConnection) -> QueryResult<i64> {
+    c.immediate_transaction(|c| {
+        diesel::RunQueryDsl::execute(
+            diesel::sql_query(
+                "INSERT INTO link_codes (domain, short_code, link_seq) \
+                 SELECT domain, short_code, seq FROM links \
+                 WHERE seq > (SELECT through_seq FROM link_codes_folded) \
+                 ORDER BY domain, short_code",
+            ),
+            c,
+        )?;
+        diesel::RunQueryDsl::execute(
+            diesel::sql_query(
+                "UPDATE link_codes_folded \
+                 SET through_seq = max(through_seq, coalesce((SELECT max(seq) FROM links), 0))",
+            ),
+            c,
+        )?;
+        diesel::RunQueryDsl::get_result(
+            link_codes_folded::table.select(link_codes_folded::through_seq),
+            c,
+        )
+    })
+}
+
+/// Folds the recent codes ([`fold_codes`] on the writer connection, which the caller holds until
+/// the recent codes have forgotten what was folded).
+pub(crate) async fn fold_recent_codes(
+    c: &mut Conn,
+    codes: &RecentCodes,
+) -> Result<(), StorageError> {
+    let through = c.spawn_blocking(fold_codes).await?;
+    codes.folded(through);
+    Ok(())
+}
+
+/// `INSERT INTO links … RETURNING id, seq` of some rows, whose SQL depends only on their number:
+/// diesel caches its prepared statement by that SQL, so each of [`InsertLinks::SIZES`] is parsed
+/// once per connection. (diesel's own batch insert on SQLite runs row by row when it has a
+/// `RETURNING` clause, and its `sql_query` is never cached.)
+struct InsertLinks<'a>(&'a [NewLinkRow]);
+
+impl InsertLinks<'_> {
+    /// Rows per statement, largest first; a batch is split greedily into these.
+    const SIZES: [usize; 4] = [64, 16, 4, 1];
+}
+
+impl diesel::query_builder::QueryId for InsertLinks<'_> {
+    type QueryId = ();
+    const HAS_STATIC_QUERY_ID: bool = false;
+}
+
+impl diesel::query_builder::Query for InsertLinks<'_> {
+    type SqlType = (diesel::sql_types::Text, diesel::sql_types::BigInt);
+}
+
+impl diesel::query_builder::QueryFragment<diesel::sqlite::Sqlite> for InsertLinks<'_> {
+    fn walk_ast<'b>(
+        &'b self,
+        mut out: diesel::query_builder::AstPass<'_, 'b, diesel::sqlite::Sqlite>,
+    ) -> QueryResult<()> {
+        use diesel::sql_types::{BigInt, Text};
+
+        out.push_sql(
+            "INSERT INTO links (id, workspace_id, domain, short_code, destination, created_at, \
+             updated_at) VALUES ",
+        );
+        for (i, row) in self.0.iter().enumerate() {
+            out.push_sql(if i == 0 { "(" } else { ", (" });
+            for (j, text) in [
+                &row.id,
+                &row.workspace_id,
+                &row.domain,
+                &row.short_code,
+                &row.destination,
+            ]
+            .into_iter()
+            .enumerate()
+            {
+                if j > 0 {
+                    out.push_sql(", ");
+                }
+                out.push_bind_param::<Text, _>(text)?;
+            }
+            out.push_sql(", ");
+            out.push_bind_param::<BigInt, _>(&row.created_at)?;
+            out.push_sql(", ");
+            out.push_bind_param::<BigInt, _>(&row.updated_at)?;
+            out.push_sql(")");
+        }
+        out.push_sql(" RETURNING id, seq");
+        Ok(())
+    }
+}
+
+impl diesel::query_dsl::RunQueryDsl<diesel::SqliteConnection> for InsertLinks<'_> {}
 
 /// Adds the counts of a JSON object (`{"<counter key>": clicks, …}`, keys ascending) to the
 /// counters: SQLite walks the object and finds each counter by its row key, in key order.
@@ -198,6 +444,7 @@ pub(crate) fn resolve_now(
     path: &str,
     domain: &str,
     code: &str,
+    codes: &RecentCodes,
 ) -> Result<Option<crate::RedirectTarget>, crate::StorageError> {
     use std::cell::RefCell;
     use std::collections::HashMap;
@@ -214,10 +461,19 @@ pub(crate) fn resolve_now(
         let conn = readers
             .get_mut(path)
             .ok_or(crate::StorageError::Corrupt("reader"))?;
-        let found = crate::rows::found(
-            diesel::RunQueryDsl::get_result(queries::by_code(domain, code), conn),
-            RedirectRow::into_target,
-        );
+        let recent = match codes.lookup(domain, code) {
+            Lookup::Recent(seq) => Ok(Some(seq)),
+            Lookup::Indexed => Ok(None),
+            Lookup::SearchRecent => {
+                diesel::RunQueryDsl::get_result(queries::unfolded(domain, code), conn).optional()
+            }
+        };
+        let found = recent.map_err(StorageError::from).and_then(|recent| {
+            crate::rows::found(
+                diesel::RunQueryDsl::get_result(queries::by_code(domain, code, recent), conn),
+                RedirectRow::into_target,
+            )
+        });
         if found.is_err() {
             // A broken connection is not kept.
             readers.remove(path);
@@ -233,8 +489,6 @@ pub(crate) fn load_redirect_index(
     path: &str,
     budget: usize,
 ) -> Result<Option<crate::redirect_index::Tables>, crate::StorageError> {
-    use crate::schema::links;
-
     const PAGE: i64 = 2_000;
     let mut conn = reader(path)?;
     let mut tables = crate::redirect_index::Tables::new(budget);

@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use crate::click_journal::ClickJournal;
 use crate::pool::{self, PgPool, SqlitePool};
+use crate::recent_codes::RecentCodes;
 use crate::redirect_index::RedirectIndex;
 use crate::{StorageError, migrate};
 
@@ -125,6 +126,8 @@ struct SqlitePools {
     index: Arc<RedirectIndex>,
     /// Clicks journaled and not yet folded, once [`Store::start_click_journal`] ran.
     journal: Arc<ClickJournal>,
+    /// The codes of links created since the last fold of the code index.
+    codes: RecentCodes,
     _checkpointer: crate::checkpoint::Checkpointer,
 }
 
@@ -145,30 +148,40 @@ impl std::fmt::Debug for Store {
     }
 }
 
-fn index_created(index: &RedirectIndex, created: &[(CreateOutcome, Option<CounterKey>)]) {
-    index.insert(created.iter().filter_map(|outcome| match outcome {
-        (CreateOutcome::Created(link), Some(counter)) => Some((
-            link.domain.as_str(),
-            link.short_code.as_str(),
-            RedirectTarget {
-                counter: *counter,
-                workspace_id: link.workspace_id,
-                destination: link.destination.clone(),
-            },
-        )),
-        _ => None,
-    }));
+/// After a creation on SQLite, before the writer is released: its codes stop being tentative
+/// (or are dropped, when it failed), and the redirect index learns the new links.
+fn created(
+    pools: &SqlitePools,
+    result: &Result<Vec<(CreateOutcome, Option<CounterKey>)>, StorageError>,
+) {
+    pools.codes.finished(result.is_ok());
+    let Ok(created) = result else { return };
+    pools
+        .index
+        .insert(created.iter().filter_map(|outcome| match outcome {
+            (CreateOutcome::Created(link), Some(counter)) => Some((
+                link.domain.as_str(),
+                link.short_code.as_str(),
+                RedirectTarget {
+                    counter: *counter,
+                    workspace_id: link.workspace_id,
+                    destination: link.destination.clone(),
+                },
+            )),
+            _ => None,
+        }));
 }
 
-fn index_changed(index: &RedirectIndex, changed: &Option<Link>) {
-    if let Some(link) = changed {
-        index.set_destination(&link.domain, link.short_code.as_str(), &link.destination);
+fn changed(pools: &SqlitePools, result: &Result<Option<Link>, StorageError>) {
+    if let Ok(Some(link)) = result {
+        (pools.index).set_destination(&link.domain, link.short_code.as_str(), &link.destination);
     }
 }
 
-fn index_deleted(index: &RedirectIndex, deleted: &Option<Link>) {
-    if let Some(link) = deleted {
-        index.remove(&link.domain, link.short_code.as_str());
+fn deleted(pools: &SqlitePools, result: &Result<Option<Link>, StorageError>) {
+    if let Ok(Some(link)) = result {
+        pools.index.remove(&link.domain, link.short_code.as_str());
+        pools.codes.deleted(&link.domain, link.short_code.as_str());
     }
 }
 
@@ -189,9 +202,10 @@ macro_rules! dispatch {
             }
         }
     };
-    // A write that changes links: on SQLite, its effect on the redirect index is applied after
-    // it commits and before the single writer connection is released, so in commit order.
-    ($self:ident, write, $func:ident($($arg:expr),* $(,)?), index: $apply:expr) => {
+    // A write that changes links: on SQLite, its effect on the redirect index and the recent
+    // codes is applied after it ends and before the single writer connection is released, so in
+    // commit order.
+    ($self:ident, write, $func:ident($($arg:expr),* $(,)?), then: $apply:expr) => {
         match &$self.backend {
             Backend::Postgres(pool) => {
                 let mut conn = pool.get().await?;
@@ -200,9 +214,7 @@ macro_rules! dispatch {
             Backend::Sqlite(pools) => {
                 let mut conn = pools.writer.get().await?;
                 let result = crate::sqlite::queries::$func(&mut conn, $($arg),*).await;
-                if let Ok(changed) = &result {
-                    $apply(&pools.index, changed);
-                }
+                $apply(pools, &result);
                 drop(conn);
                 result
             }
@@ -223,6 +235,14 @@ impl Store {
     fn journal(&self) -> Option<&ClickJournal> {
         match &self.backend {
             Backend::Sqlite(pools) => Some(&pools.journal),
+            Backend::Postgres(_) => None,
+        }
+    }
+
+    /// The codes of recent links, on SQLite.
+    fn codes(&self) -> Option<&RecentCodes> {
+        match &self.backend {
+            Backend::Sqlite(pools) => Some(&pools.codes),
             Backend::Postgres(_) => None,
         }
     }
@@ -261,6 +281,7 @@ impl Store {
                 writer,
                 index: Arc::new(RedirectIndex::empty()),
                 journal: Arc::default(),
+                codes: RecentCodes::default(),
                 _checkpointer: checkpointer,
             })
         } else {
@@ -368,7 +389,10 @@ impl Store {
         let base = base.clone();
         let outcomes = self
             .detached(|s| async move {
-                dispatch!(s, write, create_links(links, &base), index: index_created)
+                let outcomes =
+                    dispatch!(s, write, create_links(links, &base, s.codes()), then: created)?;
+                s.fold_codes_when_due();
+                Ok(outcomes)
             })
             .await?;
         Ok(outcomes.into_iter().map(|(outcome, _)| outcome).collect())
@@ -383,7 +407,11 @@ impl Store {
     ) -> Result<Option<Link>, StorageError> {
         let (link, domain) = (link.clone(), domain.to_owned());
         self.detached(|s| async move {
-            dispatch!(s, read, get_link(workspace, &link, &domain, s.journal()))
+            dispatch!(
+                s,
+                read,
+                get_link(workspace, &link, &domain, s.journal(), s.codes())
+            )
         })
         .await
     }
@@ -395,7 +423,7 @@ impl Store {
         code: &str,
     ) -> Result<Option<RedirectTarget>, StorageError> {
         let (domain, code) = (domain.to_owned(), code.to_owned());
-        self.detached(|s| async move { dispatch!(s, read, resolve(&domain, &code)) })
+        self.detached(|s| async move { dispatch!(s, read, resolve(&domain, &code, s.codes())) })
             .await
     }
 
@@ -407,10 +435,11 @@ impl Store {
         code: &str,
     ) -> Option<Result<Option<RedirectTarget>, StorageError>> {
         match &self.backend {
-            Backend::Sqlite(_) => Some(crate::sqlite::resolve_now(
+            Backend::Sqlite(pools) => Some(crate::sqlite::resolve_now(
                 sqlite_path(&self.url)?,
                 domain,
                 code,
+                &pools.codes,
             )),
             Backend::Postgres(_) => None,
         }
@@ -482,8 +511,16 @@ impl Store {
             dispatch!(
                 s,
                 write,
-                update_destination(workspace, &link, &domain, &destination, now, s.journal()),
-                index: index_changed
+                update_destination(
+                    workspace,
+                    &link,
+                    &domain,
+                    &destination,
+                    now,
+                    s.journal(),
+                    s.codes()
+                ),
+                then: changed
             )
         })
         .await
@@ -501,8 +538,8 @@ impl Store {
             dispatch!(
                 s,
                 write,
-                delete_link(workspace, &link, &domain, s.journal()),
-                index: index_deleted
+                delete_link(workspace, &link, &domain, s.journal(), s.codes()),
+                then: deleted
             )
         })
         .await
@@ -549,6 +586,7 @@ impl Store {
                 return Ok(true);
             }
             let server_lock = crate::click_journal::lock_server(&path)?;
+            crate::sqlite::complete_recent_codes(&mut conn, &pools.codes).await?;
             crate::sqlite::load_journal(&mut conn, &pools.journal).await?;
             crate::sqlite::fold_journal(&mut conn, &pools.journal).await?;
             pools.journal.activate(server_lock);
@@ -580,6 +618,46 @@ impl Store {
             crate::sqlite::fold_journal(&mut conn, &pools.journal).await
         })
         .await
+    }
+
+    /// On SQLite, writes the codes of the links created since the last fold to the code index
+    /// now (`recent_codes.rs`; creations do once enough wait, and a server does on stopping, so
+    /// that the file alone finds every link by its code quickly). Nothing to do on PostgreSQL.
+    pub async fn fold_codes(&self) -> Result<(), StorageError> {
+        let Backend::Sqlite(pools) = &self.backend else {
+            return Ok(());
+        };
+        let pools = pools.clone();
+        self.detached(|_| async move {
+            let mut conn = pools.writer.get().await?;
+            crate::sqlite::fold_recent_codes(&mut conn, &pools.codes).await
+        })
+        .await
+    }
+
+    /// Folds the recent codes once enough wait, in a task of its own: the creation that made it
+    /// due has committed and its caller need not wait. A fold that fails is logged and tried
+    /// again after a later creation.
+    fn fold_codes_when_due(&self) {
+        let Backend::Sqlite(pools) = &self.backend else {
+            return;
+        };
+        if !pools.codes.start_fold() {
+            return;
+        }
+        let store = self.clone();
+        let fold = async move {
+            if let Err(e) = store.fold_codes().await {
+                tracing::warn!(error = %e, "folding recent short codes into the code index failed");
+            }
+            if let Backend::Sqlite(pools) = &store.backend {
+                pools.codes.fold_ended();
+            }
+        };
+        match &self.runtime {
+            Some(runtime) => drop(runtime.spawn(fold)),
+            None => drop(tokio::spawn(fold)),
+        }
     }
 
     /// Registers a webhook endpoint.

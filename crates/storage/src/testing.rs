@@ -10,6 +10,9 @@ use crate::{DatabaseKind, PoolOptions, Store};
 /// The variable that names the PostgreSQL server tests may create databases on.
 pub const TEST_POSTGRES_URL: &str = "TEST_POSTGRES_URL";
 
+/// On SQLite, the recent links whose codes a creation folds into the code index.
+pub const CODE_FOLD_AT: usize = crate::recent_codes::FOLD_AT;
+
 /// A database that exists for one test.
 #[derive(Debug)]
 pub struct TestDatabase {

@@ -3,14 +3,19 @@
 use std::collections::{HashMap, HashSet};
 
 use diesel::dsl::AsSelect;
+use diesel::expression::BoxableExpression;
 use diesel::prelude::*;
+use diesel::sql_types::Bool;
 use diesel_async::{AsyncConnection, RunQueryDsl};
-use shortlink_domain::{BaseUrl, Destination, Event, Link, LinkId, LinkRef, Slug, WorkspaceId};
+use shortlink_domain::{
+    BaseUrl, Destination, Event, EventKind, Link, LinkId, LinkRef, Slug, WorkspaceId,
+};
 
-use super::{Backend, Conn, insert_new_links, outbox};
+use super::{Backend, Conn, begin_creation, insert_new_links, outbox};
 use crate::click_journal::{ClickJournal, reading};
+use crate::recent_codes::{Lookup, RecentCodes};
 use crate::rows::{LinkRow, NewLinkRow, RedirectRow, found, with_clicks};
-use crate::schema::links;
+use crate::schema::{link_codes, link_codes_folded, links};
 use crate::{CounterKey, CreateOutcome, NewLink, RedirectTarget, StorageError};
 
 /// Generated slugs collide with probability ~n/62^7; after this many fresh draws for one link
@@ -19,14 +24,18 @@ const GENERATED_SLUG_ATTEMPTS: usize = 8;
 
 /// Inserts every link that can be inserted, in one transaction with one multi-row insert (plus
 /// one more per round of generated-slug collisions), and writes their `link.created` events to
-/// the outbox in the same transaction. Outcomes are in input order, each created link's with its
-/// counter key.
+/// the outbox in the same transaction (built only for workspaces with a subscriber: this runs
+/// while the single SQLite writer is held). Outcomes are in input order, each created link's
+/// with its counter key.
 pub(crate) async fn create_links(
     c: &mut Conn,
     new: Vec<NewLink>,
     base: &BaseUrl,
+    codes: Option<&RecentCodes>,
 ) -> Result<Vec<(CreateOutcome, Option<CounterKey>)>, StorageError> {
     c.transaction(async |c| -> Result<_, StorageError> {
+        begin_creation(c, codes).await?;
+        let subs = outbox::subscriptions(c, new.iter().map(|l| l.workspace_id)).await?;
         let mut outcomes: Vec<Option<(CreateOutcome, Option<CounterKey>)>> = vec![None; new.len()];
         let mut seen_custom = HashSet::new();
         // (input index, link, whether the slug was chosen by the client)
@@ -60,12 +69,16 @@ pub(crate) async fn create_links(
                 .iter()
                 .map(|(_, link, _)| NewLinkRow::from_domain(link))
                 .collect();
-            let inserted: HashMap<String, i64> =
-                insert_new_links(c, rows).await?.into_iter().collect();
+            let inserted: HashMap<String, i64> = insert_new_links(c, rows, codes)
+                .await?
+                .into_iter()
+                .collect();
             let mut retry = Vec::new();
             for (i, mut link, custom) in pending {
                 if let Some(&seq) = inserted.get(&link.id.to_string()) {
-                    created.push((link.workspace_id, Event::link_created(link.view(base))));
+                    if subs.wants(link.workspace_id, EventKind::LinkCreated) {
+                        created.push((link.workspace_id, Event::link_created(link.view(base))));
+                    }
                     outcomes[i] = Some((CreateOutcome::Created(link), Some(CounterKey(seq))));
                 } else if custom {
                     outcomes[i] = Some((CreateOutcome::SlugConflict, None));
@@ -79,7 +92,7 @@ pub(crate) async fn create_links(
         if !pending.is_empty() {
             return Err(StorageError::Corrupt("no free generated short code"));
         }
-        outbox::enqueue(c, &created).await?;
+        outbox::write(c, &subs, &created).await?;
         Ok(outcomes
             .into_iter()
             .map(|o| o.unwrap_or((CreateOutcome::SlugConflict, None)))
@@ -88,11 +101,13 @@ pub(crate) async fn create_links(
     .await
 }
 
-/// The workspace's link `link` refers to, with its counter.
+/// The workspace's link `link` refers to, with its counter; `recent` is the row number of the
+/// link with the code `link` names, when [`recent_seq`] found it.
 fn by_ref<'a>(
     workspace: WorkspaceId,
     link: &'a LinkRef,
     domain: &'a str,
+    recent: Option<i64>,
 ) -> diesel::dsl::IntoBoxed<'a, diesel::dsl::Select<with_clicks, AsSelect<LinkRow, Backend>>, Backend>
 {
     let query = with_clicks()
@@ -101,9 +116,74 @@ fn by_ref<'a>(
         .into_boxed();
     match link {
         LinkRef::Id(id) => query.filter(links::id.eq(id.to_string())),
-        LinkRef::Code(code) => query
-            .filter(links::domain.eq(domain))
-            .filter(links::short_code.eq(code.as_str())),
+        LinkRef::Code(code) => query.filter(has_code(domain, code.as_str(), recent)),
+    }
+}
+
+/// The row number of the link with `code` on `domain` in the code index.
+#[diesel::dsl::auto_type]
+fn indexed<'a>(domain: &'a str, code: &'a str) -> _ {
+    link_codes::table
+        .filter(link_codes::domain.eq(domain))
+        .filter(link_codes::short_code.eq(code))
+        .select(link_codes::link_seq)
+        .single_value()
+}
+
+/// Finds the link with `code` on `domain`: by its row number when it is a recent link
+/// (`recent`), else through the code index. A comparison of the row number, either way, so that
+/// SQLite looks the link up by it rather than reading the workspace's links.
+fn has_code<'a, QS>(
+    domain: &'a str,
+    code: &'a str,
+    recent: Option<i64>,
+) -> Box<dyn BoxableExpression<QS, Backend, SqlType = Bool> + 'a>
+where
+    diesel::dsl::Eq<links::seq, i64>: BoxableExpression<QS, Backend, SqlType = Bool> + 'a,
+    diesel::dsl::AssumeNotNull<diesel::dsl::Eq<diesel::dsl::Nullable<links::seq>, indexed<'a>>>:
+        BoxableExpression<QS, Backend, SqlType = Bool> + 'a,
+{
+    match recent {
+        Some(seq) => Box::new(links::seq.eq(seq)),
+        None => Box::new(
+            links::seq
+                .nullable()
+                .eq(indexed(domain, code))
+                .assume_not_null(),
+        ),
+    }
+}
+
+/// Recent links (past the fold mark, `crate::recent_codes`) with `code` on `domain`: SQLite
+/// reads every recent row of `links`, a few thousand at most.
+#[diesel::dsl::auto_type]
+pub(crate) fn unfolded<'a>(domain: &'a str, code: &'a str) -> _ {
+    let mark: link_codes_folded::through_seq = link_codes_folded::through_seq;
+    links::table
+        .filter(
+            links::seq.gt(link_codes_folded::table
+                .select(mark)
+                .single_value()
+                .assume_not_null()),
+        )
+        .filter(links::domain.eq(domain))
+        .filter(links::short_code.eq(code))
+        .select(links::seq)
+}
+
+/// The row number of the recent link with `code` on `domain`, as far as the store's recent codes
+/// tell or, when they may not know every recent link, as the recent rows of `links` tell.
+/// `None` on PostgreSQL, whose code index has every link.
+async fn recent_seq(
+    c: &mut Conn,
+    domain: &str,
+    code: &str,
+    codes: Option<&RecentCodes>,
+) -> QueryResult<Option<i64>> {
+    match codes.map(|codes| codes.lookup(domain, code)) {
+        Some(Lookup::Recent(seq)) => Ok(Some(seq)),
+        None | Some(Lookup::Indexed) => Ok(None),
+        Some(Lookup::SearchRecent) => unfolded(domain, code).get_result(c).await.optional(),
     }
 }
 
@@ -116,9 +196,10 @@ pub(crate) async fn get_link(
     link: &LinkRef,
     domain: &str,
     journal: Option<&ClickJournal>,
+    codes: Option<&RecentCodes>,
 ) -> Result<Option<Link>, StorageError> {
     let _gate = reading(journal).await;
-    find(c, workspace, link, domain)
+    find(c, workspace, link, domain, codes)
         .await?
         .map(|row| row.into_domain(journal))
         .transpose()
@@ -130,8 +211,13 @@ async fn find(
     workspace: WorkspaceId,
     link: &LinkRef,
     domain: &str,
+    codes: Option<&RecentCodes>,
 ) -> Result<Option<LinkRow>, StorageError> {
-    Ok(by_ref(workspace, link, domain)
+    let recent = match link {
+        LinkRef::Code(code) => recent_seq(c, domain, code.as_str(), codes).await?,
+        LinkRef::Id(_) => None,
+    };
+    Ok(by_ref(workspace, link, domain, recent)
         .get_result(c)
         .await
         .optional()?)
@@ -142,22 +228,30 @@ pub(crate) async fn resolve(
     c: &mut Conn,
     domain: &str,
     code: &str,
+    codes: Option<&RecentCodes>,
 ) -> Result<Option<RedirectTarget>, StorageError> {
+    let recent = recent_seq(c, domain, code, codes).await?;
     found(
-        by_code(domain, code).get_result(c).await,
+        by_code(domain, code, recent).get_result(c).await,
         RedirectRow::into_target,
     )
 }
 
-/// The link with `code` on `domain`, whoever owns it: the one query behind [`resolve`] and
-/// SQLite's synchronous redirect lookup.
-#[diesel::dsl::auto_type]
-pub(crate) fn by_code<'a>(domain: &'a str, code: &'a str) -> _ {
-    let as_select: AsSelect<RedirectRow, Backend> = RedirectRow::as_select();
+/// The link with `code` on `domain`, whoever owns it (`recent` as for [`by_ref`]): the one query
+/// behind [`resolve`] and SQLite's synchronous redirect lookup.
+pub(crate) fn by_code<'a>(
+    domain: &'a str,
+    code: &'a str,
+    recent: Option<i64>,
+) -> diesel::dsl::IntoBoxed<
+    'a,
+    diesel::dsl::Select<links::table, AsSelect<RedirectRow, Backend>>,
+    Backend,
+> {
     links::table
-        .filter(links::domain.eq(domain))
-        .filter(links::short_code.eq(code))
-        .select(as_select)
+        .select(RedirectRow::as_select())
+        .filter(has_code(domain, code, recent))
+        .into_boxed()
 }
 
 /// Newest first; `before` is the id of the last link of the previous page.
@@ -186,6 +280,11 @@ pub(crate) async fn list_links(
         .collect()
 }
 
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the link (workspace, reference, domain), the change (destination, time) and \
+              SQLite's two kinds of state not yet in the file (clicks, codes)"
+)]
 pub(crate) async fn update_destination(
     c: &mut Conn,
     workspace: WorkspaceId,
@@ -194,9 +293,10 @@ pub(crate) async fn update_destination(
     destination: &Destination,
     now: i64,
     journal: Option<&ClickJournal>,
+    codes: Option<&RecentCodes>,
 ) -> Result<Option<Link>, StorageError> {
     c.transaction(async |c| -> Result<Option<Link>, StorageError> {
-        let Some(mut row) = find(c, workspace, link, domain).await? else {
+        let Some(mut row) = find(c, workspace, link, domain, codes).await? else {
             return Ok(None);
         };
         let updated = diesel::update(links::table.find(row.seq))
@@ -216,16 +316,18 @@ pub(crate) async fn update_destination(
     .await
 }
 
-/// Deletes the link; its counter goes with it (`ON DELETE CASCADE`).
+/// Deletes the link; its counter goes with it (`ON DELETE CASCADE`), and its entry in the code
+/// index (SQLite: a trigger; PostgreSQL: a view of `links`).
 pub(crate) async fn delete_link(
     c: &mut Conn,
     workspace: WorkspaceId,
     link: &LinkRef,
     domain: &str,
     journal: Option<&ClickJournal>,
+    codes: Option<&RecentCodes>,
 ) -> Result<Option<Link>, StorageError> {
     c.transaction(async |c| -> Result<Option<Link>, StorageError> {
-        let Some(row) = find(c, workspace, link, domain).await? else {
+        let Some(row) = find(c, workspace, link, domain, codes).await? else {
             return Ok(None);
         };
         let deleted = diesel::delete(links::table.find(row.seq))

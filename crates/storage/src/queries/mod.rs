@@ -13,7 +13,9 @@ mod outbox;
 mod webhooks;
 mod workspaces;
 
-pub(crate) use super::{Conn, count_clicks, insert_deliveries, insert_new_links, lock_due};
+pub(crate) use super::{
+    Conn, begin_creation, count_clicks, insert_deliveries, insert_new_links, lock_due,
+};
 
 /// The backend the queries are compiled for.
 pub(crate) type Backend = <Conn as diesel_async::AsyncConnectionCore>::Backend;

@@ -90,15 +90,3 @@ pub(crate) async fn write(
     }
     Ok(())
 }
-
-/// Loads the subscriptions of the events' workspaces and writes the events.
-pub(crate) async fn enqueue(
-    c: &mut Conn,
-    events: &[(WorkspaceId, Event)],
-) -> Result<(), StorageError> {
-    if events.is_empty() {
-        return Ok(());
-    }
-    let subs = subscriptions(c, events.iter().map(|(ws, _)| *ws)).await?;
-    write(c, &subs, events).await
-}

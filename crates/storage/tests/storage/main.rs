@@ -7,6 +7,7 @@
 
 mod click_journal;
 mod deliveries;
+mod link_codes;
 mod links;
 mod migrations;
 mod redirect_index;

@@ -1,5 +1,5 @@
-//! Upgrades keep what earlier schemas held: a database written by the first release's schema
-//! is migrated by `Store::migrate` with every link and every counted click intact.
+//! Upgrades keep what earlier schemas held: a database written by an earlier schema is migrated
+//! by `Store::migrate` with every link, code, row number and counted click intact.
 
 use diesel::connection::SimpleConnection;
 use diesel::{Connection, SqliteConnection};
@@ -7,12 +7,55 @@ use diesel_async::AsyncPgConnection;
 use diesel_async::async_connection_wrapper::AsyncConnectionWrapper;
 use diesel_migrations::{EmbeddedMigrations, MigrationHarness, embed_migrations};
 use shortlink_domain::{LinkId, LinkRef, WorkspaceId};
-use shortlink_storage::{ClickBatch, DatabaseKind, LinkClicks};
+use shortlink_storage::{ClickBatch, CounterKey, DatabaseKind, LinkClicks};
 
 use crate::{TestDatabase, base, create, new_link};
 
 const SQLITE: EmbeddedMigrations = embed_migrations!("../../migrations/sqlite");
 const POSTGRES: EmbeddedMigrations = embed_migrations!("../../migrations/postgres");
+
+/// Applies the migrations older than `version`, then runs `seed`: the database as a release
+/// before `version` left it.
+async fn migrate_before(db: &TestDatabase, version: &'static str, seed: String) {
+    fn older<DB: diesel::backend::Backend>(
+        conn: &mut impl MigrationHarness<DB>,
+        migrations: EmbeddedMigrations,
+        version: &str,
+    ) {
+        for migration in conn.pending_migrations(migrations).unwrap() {
+            // diesel gives a migration's version without the dashes of its directory name.
+            if migration.name().version().to_string() >= version.replace('-', "") {
+                break;
+            }
+            conn.run_migration(&*migration).unwrap();
+        }
+    }
+
+    match db.kind {
+        DatabaseKind::Sqlite => {
+            let path = db.url.trim_start_matches("sqlite://").to_owned();
+            tokio::task::spawn_blocking(move || {
+                let mut conn = SqliteConnection::establish(&path).unwrap();
+                older(&mut conn, SQLITE, version);
+                conn.batch_execute(&seed).unwrap();
+            })
+            .await
+            .unwrap();
+        }
+        DatabaseKind::Postgres => {
+            let conn = <AsyncPgConnection as diesel_async::AsyncConnection>::establish(&db.url)
+                .await
+                .unwrap();
+            tokio::task::spawn_blocking(move || {
+                let mut conn = AsyncConnectionWrapper::<AsyncPgConnection>::from(conn);
+                older(&mut conn, POSTGRES, version);
+                conn.batch_execute(&seed).unwrap();
+            })
+            .await
+            .unwrap();
+        }
+    }
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn links_and_clicks_survive_the_counter_migration() {
@@ -27,30 +70,7 @@ async fn links_and_clicks_survive_the_counter_migration() {
                  VALUES ('{link}', '{workspace}', '{}', 'old', 'https://example.com/', 7, 0, 0);",
             base().domain()
         );
-        match db.kind {
-            DatabaseKind::Sqlite => {
-                let path = db.url.trim_start_matches("sqlite://").to_owned();
-                tokio::task::spawn_blocking(move || {
-                    let mut conn = SqliteConnection::establish(&path).unwrap();
-                    conn.run_next_migration(SQLITE).unwrap();
-                    conn.batch_execute(&seed).unwrap();
-                })
-                .await
-                .unwrap();
-            }
-            DatabaseKind::Postgres => {
-                let conn = <AsyncPgConnection as diesel_async::AsyncConnection>::establish(&db.url)
-                    .await
-                    .unwrap();
-                tokio::task::spawn_blocking(move || {
-                    let mut conn = AsyncConnectionWrapper::<AsyncPgConnection>::from(conn);
-                    conn.run_next_migration(POSTGRES).unwrap();
-                    conn.batch_execute(&seed).unwrap();
-                })
-                .await
-                .unwrap();
-            }
-        }
+        migrate_before(&db, "2026-11-22-000001", seed).await;
 
         let store = db.store().await;
         let d = base().domain().to_owned();
@@ -83,5 +103,56 @@ async fn links_and_clicks_survive_the_counter_migration() {
                 .clicks
         };
         assert_eq!((clicks(link).await, clicks(new.id).await), (9, 0));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn codes_and_row_numbers_survive_the_code_index_migration() {
+    let test = "migrations::codes_and_row_numbers_survive_the_code_index_migration";
+    for db in TestDatabase::all(test).await {
+        let (workspace, kept, gone) = (
+            WorkspaceId::generate(),
+            LinkId::generate(),
+            LinkId::generate(),
+        );
+        let d = base().domain().to_owned();
+        // The newest link is deleted: its row number must not be given again.
+        let seed = format!(
+            "INSERT INTO workspaces (id, name, rate_limit, created_at) \
+                 VALUES ('{workspace}', 'acme', 100, 0);
+             INSERT INTO links (id, workspace_id, domain, short_code, destination, created_at, \
+                 updated_at) \
+                 VALUES ('{kept}', '{workspace}', '{d}', 'kept', 'https://example.com/k', 0, 0), \
+                        ('{gone}', '{workspace}', '{d}', 'gone', 'https://example.com/g', 0, 0);
+             DELETE FROM links WHERE id = '{gone}';"
+        );
+        migrate_before(&db, "2026-11-23-000001", seed).await;
+
+        let store = db.store().await;
+        let found = store
+            .resolve(&d, "kept")
+            .await
+            .unwrap()
+            .expect("found by code");
+        assert_eq!(found.counter, CounterKey(1));
+        assert_eq!(store.resolve(&d, "gone").await.unwrap(), None);
+        let ws = store.find_workspace("acme").await.unwrap().unwrap();
+        let reused = create(&store, new_link(&ws, Some("gone"), "https://example.com/n")).await;
+        let found = store.resolve(&d, "gone").await.unwrap().unwrap();
+        assert_eq!(found.counter, CounterKey(3), "a new row number");
+        let taken = store
+            .create_links(
+                vec![new_link(&ws, Some("kept"), "https://example.com/")],
+                &base(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(taken, vec![shortlink_storage::CreateOutcome::SlugConflict]);
+        store
+            .delete_link(ws.id, &LinkRef::Id(reused.id), &d)
+            .await
+            .unwrap()
+            .expect("deleted");
+        assert_eq!(store.resolve(&d, "gone").await.unwrap(), None);
     }
 }

@@ -1,0 +1,272 @@
+//! SQLite's short codes of the newest links: held in memory, and written to the code index
+//! (`link_codes`) in one sorted batch, a fold, every [`FOLD_AT`] links.
+//!
+//! Why: codes are random, so indexing each link's code as it is created puts it on a random page
+//! of the index. With a transaction per group of creations, nearly every link dirtied a page of
+//! its own, written to the log at commit and again at the next checkpoint: half of what creating
+//! a link cost (docs/PERFORMANCE.md). A fold inserts thousands of codes in index order, so each
+//! page of the index is written once for all the codes it receives.
+//!
+//! How it stays exact:
+//! - `link_codes` holds the code of every link up to its fold mark (`link_codes_folded`); the
+//!   links after it are the recent ones, and they are exactly the rows of `links` past the mark.
+//! - Only the single writer connection changes this state, and only while it holds it: a
+//!   creation's codes are tentative until its transaction commits, then committed; a deletion
+//!   forgets its code after it commits; a fold writes every recent link's code, moves the mark
+//!   and then forgets them.
+//! - A creation checks each code against the recent ones (and its own tentative ones) and
+//!   against `link_codes`, so a code is never given twice. Before it does, the writer compares
+//!   SQLite's `data_version` with the one it last saw: if another connection wrote to the file in
+//!   between (the CLI, another process), it reads the recent links again from the table.
+//! - A lookup by code asks the recent codes first, then `link_codes`. A fold commits before it
+//!   forgets, so a lookup finds a folded link in one place or the other.
+//!
+//! Lookups through another process see a link created by the server once it is folded: this
+//! state, like the redirect index, belongs to the store that is its file's one writer of links.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// Recent links past which the next creation folds their codes into `link_codes`. A fold writes
+/// each page of the index it touches once, so larger folds cost less per link; they take longer
+/// (tens of milliseconds for this many) and hold more codes in memory (~100 bytes a link).
+pub(crate) const FOLD_AT: usize = 20_000;
+
+/// Where the link with a code is, as far as [`RecentCodes`] know.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Lookup {
+    /// A recent link, by its row number.
+    Recent(i64),
+    /// Not a recent link: in `link_codes`, if anywhere.
+    Indexed,
+    /// Among the recent rows of `links`, or in `link_codes`.
+    SearchRecent,
+}
+
+/// The codes of links created since the last fold, by domain. Clones share them.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct RecentCodes {
+    state: Arc<Mutex<State>>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    /// Committed recent links.
+    committed: Codes,
+    /// Links the writer's transaction in progress inserted, committed when it commits.
+    tentative: Codes,
+    /// The writer connection's `PRAGMA data_version` when `committed` was last known to match
+    /// the file; `None` before the first creation.
+    data_version: Option<i64>,
+    /// Whether this store is its file's one server, whose recent codes are every recent link's.
+    complete: bool,
+    /// Whether a fold is on its way ([`RecentCodes::start_fold`]).
+    folding: bool,
+}
+
+/// Row numbers by domain and code.
+#[derive(Debug, Default)]
+struct Codes {
+    by_domain: HashMap<String, HashMap<String, i64>>,
+    len: usize,
+}
+
+impl Codes {
+    fn get(&self, domain: &str, code: &str) -> Option<i64> {
+        self.by_domain.get(domain)?.get(code).copied()
+    }
+
+    fn insert(&mut self, domain: String, code: String, seq: i64) {
+        if self
+            .by_domain
+            .entry(domain)
+            .or_default()
+            .insert(code, seq)
+            .is_none()
+        {
+            self.len += 1;
+        }
+    }
+
+    fn remove(&mut self, domain: &str, code: &str) {
+        if let Some(codes) = self.by_domain.get_mut(domain)
+            && codes.remove(code).is_some()
+        {
+            self.len -= 1;
+        }
+    }
+
+    fn drain(&mut self) -> impl Iterator<Item = (String, String, i64)> {
+        self.len = 0;
+        std::mem::take(&mut self.by_domain)
+            .into_iter()
+            .flat_map(|(domain, codes)| {
+                codes
+                    .into_iter()
+                    .map(move |(code, seq)| (domain.clone(), code, seq))
+            })
+    }
+
+    fn retain_after(&mut self, through: i64) {
+        for codes in self.by_domain.values_mut() {
+            codes.retain(|_, seq| *seq > through);
+        }
+        self.by_domain.retain(|_, codes| !codes.is_empty());
+        self.len = self.by_domain.values().map(HashMap::len).sum();
+    }
+}
+
+impl RecentCodes {
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// How to find the link with `code` on `domain`: a committed recent link's row number when
+    /// this store has it; else through `link_codes`, and, unless this store is its file's one
+    /// server (which knows every recent link), among the recent rows of `links` first: another
+    /// store may have created links since this one last looked.
+    pub(crate) fn lookup(&self, domain: &str, code: &str) -> Lookup {
+        let state = self.state();
+        match state.committed.get(domain, code) {
+            Some(seq) => Lookup::Recent(seq),
+            None if state.complete => Lookup::Indexed,
+            None => Lookup::SearchRecent,
+        }
+    }
+
+    /// The store became its file's one server (after [`RecentCodes::reload`] under the writer):
+    /// these are the codes of every recent link from now on.
+    pub(crate) fn set_complete(&self) {
+        self.state().complete = true;
+    }
+
+    /// Whether a recent link, committed or inserted by the transaction in progress, has `code`.
+    pub(crate) fn is_taken(&self, domain: &str, code: &str) -> bool {
+        let state = self.state();
+        state.committed.get(domain, code).is_some() || state.tentative.get(domain, code).is_some()
+    }
+
+    /// Starts a creation's transaction: drops what a transaction that never finished left
+    /// tentative, and tells whether the recent links must be read again from the file (another
+    /// connection wrote to it since `data_version` was last seen, or none was seen yet).
+    pub(crate) fn begin(&self, data_version: i64) -> bool {
+        let mut state = self.state();
+        state.tentative = Codes::default();
+        state.data_version.replace(data_version) != Some(data_version)
+    }
+
+    /// Replaces the committed recent links with those read from the file.
+    pub(crate) fn reload(&self, rows: Vec<(String, String, i64)>) {
+        let mut state = self.state();
+        state.committed = Codes::default();
+        for (domain, code, seq) in rows {
+            state.committed.insert(domain, code, seq);
+        }
+    }
+
+    /// A link the transaction in progress inserted.
+    pub(crate) fn inserted(&self, domain: String, code: String, seq: i64) {
+        self.state().tentative.insert(domain, code, seq);
+    }
+
+    /// The transaction in progress committed (`true`) or not.
+    pub(crate) fn finished(&self, committed: bool) {
+        let state = &mut *self.state();
+        let tentative = state.tentative.drain();
+        if committed {
+            for (domain, code, seq) in tentative {
+                state.committed.insert(domain, code, seq);
+            }
+        }
+    }
+
+    /// The link with `code` on `domain` was deleted (its transaction committed; no other link
+    /// can have taken the code since, as the writer is still held).
+    pub(crate) fn deleted(&self, domain: &str, code: &str) {
+        self.state().committed.remove(domain, code);
+    }
+
+    /// Whether a fold should start now: enough recent links wait and no fold is on its way.
+    /// When true, the caller folds and then calls [`RecentCodes::fold_ended`].
+    pub(crate) fn start_fold(&self) -> bool {
+        let mut state = self.state();
+        let due = state.committed.len >= FOLD_AT && !state.folding;
+        state.folding |= due;
+        due
+    }
+
+    /// The fold [`RecentCodes::start_fold`] asked for ended, folded or not.
+    pub(crate) fn fold_ended(&self) {
+        self.state().folding = false;
+    }
+
+    /// A fold committed: every link up to `through` has its code in `link_codes`.
+    pub(crate) fn folded(&self, through: i64) {
+        self.state().committed.retain_after(through);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tentative_codes_count_once_committed() {
+        let codes = RecentCodes::default();
+        assert!(codes.begin(1));
+        codes.inserted("sho.rt".into(), "abc".into(), 7);
+        assert!(codes.is_taken("sho.rt", "abc"));
+        assert_eq!(codes.lookup("sho.rt", "abc"), Lookup::SearchRecent);
+        codes.finished(true);
+        assert_eq!(codes.lookup("sho.rt", "abc"), Lookup::Recent(7));
+        assert!(!codes.is_taken("other.rt", "abc"));
+    }
+
+    #[test]
+    fn a_rolled_back_or_abandoned_transaction_leaves_nothing() {
+        let codes = RecentCodes::default();
+        codes.begin(1);
+        codes.inserted("sho.rt".into(), "gone".into(), 1);
+        codes.finished(false);
+        assert!(!codes.is_taken("sho.rt", "gone"));
+
+        codes.inserted("sho.rt".into(), "stale".into(), 2);
+        // The next transaction starts without it.
+        assert!(!codes.begin(1));
+        assert!(!codes.is_taken("sho.rt", "stale"));
+    }
+
+    #[test]
+    fn another_writer_asks_for_a_reload() {
+        let codes = RecentCodes::default();
+        assert!(codes.begin(3), "nothing seen yet");
+        assert!(!codes.begin(3));
+        assert!(codes.begin(4));
+        codes.reload(vec![("sho.rt".into(), "x".into(), 9)]);
+        assert_eq!(codes.lookup("sho.rt", "x"), Lookup::Recent(9));
+        assert_eq!(codes.lookup("sho.rt", "y"), Lookup::SearchRecent);
+        codes.set_complete();
+        assert_eq!(codes.lookup("sho.rt", "y"), Lookup::Indexed);
+    }
+
+    #[test]
+    fn deletion_and_fold_forget_codes() {
+        let codes = RecentCodes::default();
+        codes.begin(1);
+        for (code, seq) in [("a", 1), ("b", 2), ("c", 3)] {
+            codes.inserted("sho.rt".into(), code.into(), seq);
+        }
+        codes.finished(true);
+        codes.deleted("sho.rt", "a");
+        codes.deleted("sho.rt", "not-recent");
+        assert_eq!(codes.lookup("sho.rt", "a"), Lookup::SearchRecent);
+        codes.folded(2);
+        assert_eq!(
+            (codes.lookup("sho.rt", "b"), codes.lookup("sho.rt", "c")),
+            (Lookup::SearchRecent, Lookup::Recent(3))
+        );
+        assert_eq!(codes.state().committed.len, 1);
+    }
+}

@@ -1,0 +1,199 @@
+//! Finding links by their code. On SQLite the code index (`link_codes`) is written in sorted
+//! batches, and the codes of the newest links are held in memory until then; on PostgreSQL it is
+//! a view of `links`. Either way a code is never given twice, a deleted link's code is free
+//! again, and every store finds every link by its code.
+
+use std::time::{Duration, Instant};
+
+use diesel::{Connection, RunQueryDsl, SqliteConnection};
+use shortlink_domain::{Link, LinkRef, Workspace};
+use shortlink_storage::testing::CODE_FOLD_AT;
+use shortlink_storage::{CreateOutcome, NewLink, Store};
+
+use crate::{TestDatabase, base, create, each_backend, new_link, workspace};
+
+async fn outcome(store: &Store, link: NewLink) -> CreateOutcome {
+    store
+        .create_links(vec![link], &base())
+        .await
+        .unwrap()
+        .pop()
+        .unwrap()
+}
+
+async fn by_code(store: &Store, ws: &Workspace, code: &str) -> Option<Link> {
+    store
+        .get_link(ws.id, &LinkRef::Code(code.into()), base().domain())
+        .await
+        .unwrap()
+}
+
+/// Finds `link` by its code every way a store can: the API's read, the redirect's lookup, and on
+/// SQLite the redirect's synchronous lookup.
+async fn assert_found(store: &Store, ws: &Workspace, link: &Link) {
+    let code = link.short_code.as_str();
+    let found = by_code(store, ws, code).await;
+    assert_eq!(
+        found.as_ref().map(|l| l.id),
+        Some(link.id),
+        "{code} by code"
+    );
+    let resolved = store.resolve(base().domain(), code).await.unwrap();
+    assert_eq!(
+        resolved.map(|t| t.destination),
+        Some(link.destination.clone())
+    );
+    if let Some(now) = store.resolve_now(base().domain(), code) {
+        assert!(now.unwrap().is_some(), "{code} by the synchronous lookup");
+    }
+}
+
+async fn assert_gone(store: &Store, ws: &Workspace, code: &str) {
+    assert_eq!(by_code(store, ws, code).await, None);
+    assert_eq!(store.resolve(base().domain(), code).await.unwrap(), None);
+    if let Some(now) = store.resolve_now(base().domain(), code) {
+        assert_eq!(now.unwrap(), None);
+    }
+}
+
+/// Rows of SQLite's code index, read without any store.
+fn indexed_codes(db: &TestDatabase) -> i64 {
+    let mut conn = SqliteConnection::establish(db.url.trim_start_matches("sqlite://")).unwrap();
+    diesel::dsl::select(diesel::dsl::sql::<diesel::sql_types::BigInt>(
+        "(SELECT count(*) FROM link_codes)",
+    ))
+    .get_result(&mut conn)
+    .unwrap()
+}
+
+each_backend!(
+    a_code_is_taken_until_its_link_is_deleted_folded_or_not,
+    |store| {
+        let acme = workspace(&store, "acme").await;
+        let d = base().domain().to_owned();
+        for fold in [false, true] {
+            let link = create(
+                &store,
+                new_link(&acme, Some("spring"), "https://example.com/"),
+            )
+            .await;
+            if fold {
+                store.fold_codes().await.unwrap();
+            }
+            assert_found(&store, &acme, &link).await;
+            let again = new_link(&acme, Some("spring"), "https://example.com/again");
+            assert_eq!(outcome(&store, again).await, CreateOutcome::SlugConflict);
+
+            store
+                .delete_link(acme.id, &LinkRef::Code("spring".into()), &d)
+                .await
+                .unwrap()
+                .expect("deleted by its code");
+            assert_gone(&store, &acme, "spring").await;
+        }
+        let last = create(
+            &store,
+            new_link(&acme, Some("spring"), "https://example.com/last"),
+        )
+        .await;
+        assert_found(&store, &acme, &last).await;
+    }
+);
+
+each_backend!(
+    a_batch_conflicts_with_recent_folded_and_earlier_codes,
+    |store| {
+        let acme = workspace(&store, "acme").await;
+        create(
+            &store,
+            new_link(&acme, Some("folded"), "https://example.com/"),
+        )
+        .await;
+        store.fold_codes().await.unwrap();
+        create(
+            &store,
+            new_link(&acme, Some("recent"), "https://example.com/"),
+        )
+        .await;
+
+        let batch = ["folded", "recent", "fresh", "fresh"]
+            .map(|code| new_link(&acme, Some(code), "https://example.com/b"));
+        let outcomes = store.create_links(batch.into(), &base()).await.unwrap();
+        let created: Vec<bool> = outcomes
+            .iter()
+            .map(|o| matches!(o, CreateOutcome::Created(_)))
+            .collect();
+        assert_eq!(created, [false, false, true, false]);
+    }
+);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stores_sharing_a_file_find_and_respect_each_others_recent_codes() {
+    let db = TestDatabase::sqlite();
+    let server = db.store().await;
+    assert!(server.start_click_journal().await.unwrap());
+    let other = db.store().await;
+    let acme = workspace(&server, "acme").await;
+
+    let a = create(&server, new_link(&acme, Some("a"), "https://example.com/a")).await;
+    assert_found(&other, &acme, &a).await;
+    let taken = new_link(&acme, Some("a"), "https://example.com/other");
+    assert_eq!(outcome(&other, taken).await, CreateOutcome::SlugConflict);
+
+    let b = create(&other, new_link(&acme, Some("b"), "https://example.com/b")).await;
+    let taken = new_link(&acme, Some("b"), "https://example.com/server");
+    assert_eq!(outcome(&server, taken).await, CreateOutcome::SlugConflict);
+    assert_found(&server, &acme, &b).await;
+
+    server.fold_codes().await.unwrap();
+    for link in [&a, &b] {
+        assert_found(&other, &acme, link).await;
+        assert_found(&server, &acme, link).await;
+    }
+    assert_eq!(indexed_codes(&db), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn codes_a_store_did_not_fold_are_folded_by_the_next_start() {
+    let db = TestDatabase::sqlite();
+    let first = db.store().await;
+    let acme = workspace(&first, "acme").await;
+    let link = create(
+        &first,
+        new_link(&acme, Some("kept"), "https://example.com/"),
+    )
+    .await;
+    drop(first);
+    assert_eq!(indexed_codes(&db), 0, "not folded yet");
+
+    let next = db.store().await;
+    assert_eq!(indexed_codes(&db), 1);
+    assert_found(&next, &acme, &link).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn creations_fold_once_enough_codes_wait() {
+    let db = TestDatabase::sqlite();
+    let store = db.store().await;
+    let acme = workspace(&store, "acme").await;
+    let mut first = None;
+    for _ in 0..CODE_FOLD_AT.div_ceil(1000) {
+        let batch = (0..1000)
+            .map(|_| new_link(&acme, None, "https://example.com/"))
+            .collect();
+        let outcomes = store.create_links(batch, &base()).await.unwrap();
+        if let Some(CreateOutcome::Created(link)) = outcomes.into_iter().next() {
+            first.get_or_insert(link);
+        }
+    }
+    // The fold runs beside the creation that made it due.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while indexed_codes(&db) < CODE_FOLD_AT as i64 {
+        assert!(
+            Instant::now() < deadline,
+            "no fold after {CODE_FOLD_AT} links"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_found(&store, &acme, &first.unwrap()).await;
+}
