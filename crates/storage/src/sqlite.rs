@@ -142,59 +142,20 @@ fn free_codes(
     rows: &[NewLinkRow],
     codes: &RecentCodes,
 ) -> QueryResult<Vec<bool>> {
-    let mut by_domain: HashMap<&str, Vec<&str>> = HashMap::new();
-    for row in rows {
-        by_domain
-            .entry(&row.domain)
-            .or_default()
-            .push(&row.short_code);
-    }
-    let mut indexed = HashSet::new();
-    for (domain, batch) in by_domain {
-        for code in indexed_codes(c, domain, &batch)? {
-            indexed.insert((domain, code));
-        }
-    }
+    use crate::schema::link_codes;
+
     let mut seen = HashSet::with_capacity(rows.len());
-    Ok(rows
-        .iter()
+    rows.iter()
         .map(|row| {
-            let key = (row.domain.as_str(), row.short_code.as_str());
-            seen.insert(key)
-                && !codes.is_taken(key.0, key.1)
-                && !indexed.contains(&(key.0, key.1.to_owned()))
+            let (domain, code) = (row.domain.as_str(), row.short_code.as_str());
+            Ok(seen.insert((domain, code))
+                && !codes.is_taken(domain, code)
+                && !diesel::RunQueryDsl::get_result(
+                    diesel::select(diesel::dsl::exists(link_codes::table.find((domain, code)))),
+                    c,
+                )?)
         })
-        .collect())
-}
-
-/// The codes among `codes` that the code index has on `domain`, found by one statement: SQLite
-/// walks the JSON array and looks each code up in the index (diesel prepares a query per code
-/// anew for each row's bindings, and a query per code cost more than the rest of its insert).
-fn indexed_codes(
-    c: &mut diesel::SqliteConnection,
-    domain: &str,
-    codes: &[&str],
-) -> QueryResult<Vec<String>> {
-    use diesel::sql_types::Text;
-
-    #[derive(QueryableByName)]
-    struct Indexed {
-        #[diesel(sql_type = Text)]
-        code: String,
-    }
-
-    let codes = serde_json::to_string(codes)
-        .map_err(|e| diesel::result::Error::SerializationError(Box::new(e)))?;
-    let found: Vec<Indexed> = diesel::RunQueryDsl::load(
-        diesel::sql_query(
-            "SELECT value AS code FROM json_each(?) \
-             WHERE EXISTS (SELECT 1 FROM link_codes WHERE domain = ? AND short_code = value)",
-        )
-        .bind::<Text, _>(codes)
-        .bind::<Text, _>(domain),
-        c,
-    )?;
-    Ok(found.into_iter().map(|f| f.code).collect())
+        .collect()
 }
 
 /// Inserts `rows`, as statements of a few fixed sizes ([`InsertLinks`]) that diesel prepares once
