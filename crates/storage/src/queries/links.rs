@@ -155,7 +155,8 @@ where
 }
 
 /// Recent links (past the fold mark, `crate::recent_codes`) with `code` on `domain`: SQLite
-/// reads every recent row of `links`, a few thousand at most.
+/// reads the rows of `links` past the fold mark (about 20,000 at most: creations fold once that
+/// many wait).
 #[diesel::dsl::auto_type]
 pub(crate) fn unfolded<'a>(domain: &'a str, code: &'a str) -> _ {
     let mark: link_codes_folded::through_seq = link_codes_folded::through_seq;
