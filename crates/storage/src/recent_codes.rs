@@ -21,8 +21,9 @@
 //! - A lookup by code asks the recent codes first, then `link_codes`. A fold commits before it
 //!   forgets, so a lookup finds a folded link in one place or the other.
 //!
-//! Lookups through another process see a link created by the server once it is folded: this
-//! state, like the redirect index, belongs to the store that is its file's one writer of links.
+//! A store that is not its file's one server (the CLI, a test, another process) may not know of
+//! links another store created since it last looked: its lookups by code that the recent codes
+//! do not answer also search the rows of `links` past the fold mark ([`Lookup::SearchRecent`]).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};

@@ -645,14 +645,12 @@ impl Store {
         if !pools.codes.start_fold() {
             return;
         }
-        let store = self.clone();
+        let (store, codes) = (self.clone(), pools.codes.clone());
         let fold = async move {
             if let Err(e) = store.fold_codes().await {
                 tracing::warn!(error = %e, "folding recent short codes into the code index failed");
             }
-            if let Backend::Sqlite(pools) = &store.backend {
-                pools.codes.fold_ended();
-            }
+            codes.fold_ended();
         };
         match &self.runtime {
             Some(runtime) => drop(runtime.spawn(fold)),
