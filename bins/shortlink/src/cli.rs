@@ -72,6 +72,11 @@ struct ServeArgs {
     /// redirects read the database behind a bounded cache.
     #[arg(long, env = "SHORTLINK_REDIRECT_INDEX_MIB", default_value_t = shortlink_server::DEFAULT_REDIRECT_INDEX_MIB, global = true)]
     redirect_index_mib: usize,
+    /// SQLite: seconds between folds of the click journal into the file's counters. Longer costs
+    /// less per click; it is how old the counts another process reads from the file may be.
+    #[arg(long, env = "SHORTLINK_CLICK_FOLD_SECONDS", default_value_t = shortlink_storage::CLICK_FOLD_INTERVAL.as_secs(), global = true,
+          value_parser = clap::value_parser!(u64).range(1..=3600))]
+    click_fold_seconds: u64,
 }
 
 #[derive(Debug, Subcommand)]
@@ -185,6 +190,7 @@ async fn serve(database_url: String, args: ServeArgs) -> anyhow::Result<()> {
         webhook_retry_schedule: args.webhook_retry_schedule,
         auth_failures_per_minute: args.auth_failures_per_minute,
         redirect_index_mib: args.redirect_index_mib,
+        click_fold_interval: std::time::Duration::from_secs(args.click_fold_seconds),
         ..Config::new(database_url)
     };
     let app = Application::build(config).await?;

@@ -1,6 +1,8 @@
 //! The server's settings, as a typed value passed in (never a global), so tests build as many
 //! differently configured servers as they like.
 
+use std::time::Duration;
+
 use shortlink_domain::BaseUrl;
 use shortlink_webhooks::RetrySchedule;
 
@@ -27,6 +29,9 @@ pub struct Config {
     /// On SQLite, memory for every link's redirect target (0: none; redirects then read the
     /// database behind the bounded cache). See `Store::load_redirect_index`.
     pub redirect_index_mib: usize,
+    /// On SQLite, how often journaled clicks are folded into the file's counters: how stale the
+    /// counters another process reads may be. See `Store::start_click_journal`.
+    pub click_fold_interval: Duration,
     /// HTTP worker threads; the number of CPUs when not set.
     pub workers: Option<usize>,
     /// Whether to create the `default` workspace and print its key when there is no workspace.
@@ -45,6 +50,7 @@ impl Config {
             auth_failures_per_minute: shortlink_http::ratelimit::AUTH_FAILURES_PER_MINUTE,
             max_connections: 16,
             redirect_index_mib: DEFAULT_REDIRECT_INDEX_MIB,
+            click_fold_interval: shortlink_storage::CLICK_FOLD_INTERVAL,
             workers: None,
             first_run_banner: true,
         }

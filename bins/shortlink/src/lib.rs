@@ -55,7 +55,7 @@ impl Application {
             .context("could not prepare the database")?;
         // First: it also refuses a second server on the same SQLite file, before any loading.
         store
-            .start_click_journal()
+            .start_click_journal(config.click_fold_interval)
             .await
             .context("could not start the click journal")?;
         load_redirect_index(&store, config.redirect_index_mib).await?;

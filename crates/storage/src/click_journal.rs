@@ -1,5 +1,5 @@
 //! SQLite's click journal: a flush of clicks is one appended row, and the counters are brought up
-//! to date from the journal every few seconds.
+//! to date from the journal once a minute (by default).
 //!
 //! Why: adding a flush's clicks to `link_clicks` in place costs a B-tree search and a dirty page
 //! per clicked link. With a million links clicked at random, each flush (four a second) dirtied
@@ -27,7 +27,7 @@
 //! the file (the CLI) counts in place, and reads counters that may lag the server's by up to a
 //! fold.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::fs::{File, TryLockError};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -36,12 +36,18 @@ use tokio::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use crate::StorageError;
 
-/// How long journaled clicks wait for a fold, at most (unless the server stops first).
-pub const FOLD_INTERVAL: Duration = Duration::from_secs(5);
+/// How long journaled clicks wait for a fold by default (a server's `--click-fold-seconds`).
+///
+/// A fold costs a B-tree search and a row write per link it touches, however many clicks that
+/// link had, so the longer clicks wait, the less a click costs: with clicks spread over a
+/// million links, a fold every 5 s touched 0.85 of a counter per click, one every 60 s touches
+/// about 0.2 at the same rate (docs/PERFORMANCE.md). The price is paid elsewhere: another
+/// process reading the file sees counters up to this old, and a crash leaves this much journal
+/// for the next start to fold (a few megabytes at most).
+pub const FOLD_INTERVAL: Duration = Duration::from_secs(60);
 
-/// Links with unfolded clicks past which the next flush folds at once: bounds the in-memory sum
-/// (about 20 bytes a link) and the length of one fold.
-const FOLD_AT_LINKS: usize = 200_000;
+/// Consecutive counter keys per block of [`Unfolded`]: 8 KiB of counts.
+const BLOCK: usize = 1024;
 
 /// The journal's in-memory side. Inactive until a server starts it; then flushes are journaled.
 #[derive(Debug, Default)]
@@ -56,9 +62,54 @@ pub(crate) struct ClickJournal {
 struct State {
     /// The server's lock on the file, held while flushes are journaled.
     server_lock: Option<File>,
-    /// Clicks journaled and not folded, by counter key.
-    unfolded: HashMap<i64, i64>,
+    /// Clicks journaled and not folded.
+    unfolded: Unfolded,
     last_fold: Option<Instant>,
+    fold_interval: Duration,
+}
+
+/// Clicks by counter key (a link's row number), as arrays of [`BLOCK`] consecutive keys: adding
+/// and reading a count is an index into an array, a fold reads them in key order without a sort,
+/// and memory follows the links clicked (8 bytes a link, in blocks), not the clicks.
+#[derive(Debug, Default)]
+struct Unfolded {
+    blocks: BTreeMap<i64, Box<[i64; BLOCK]>>,
+}
+
+impl Unfolded {
+    fn split(key: i64) -> (i64, usize) {
+        // BLOCK fits any integer type; rem_euclid keeps the slot in 0..BLOCK for any key.
+        (
+            key.div_euclid(BLOCK as i64),
+            key.rem_euclid(BLOCK as i64) as usize,
+        )
+    }
+
+    fn get(&self, key: i64) -> i64 {
+        let (block, slot) = Self::split(key);
+        self.blocks.get(&block).map_or(0, |counts| counts[slot])
+    }
+
+    fn add(&mut self, key: i64, count: i64) {
+        let (block, slot) = Self::split(key);
+        let counts = self
+            .blocks
+            .entry(block)
+            .or_insert_with(|| Box::new([0; BLOCK]));
+        counts[slot] = counts[slot].saturating_add(count);
+    }
+
+    /// The `(key, clicks)` pairs with clicks, in key order.
+    fn pairs(&self) -> Vec<(i64, i64)> {
+        self.blocks
+            .iter()
+            .flat_map(|(&block, counts)| {
+                (block * BLOCK as i64..)
+                    .zip(counts.iter().copied())
+                    .filter(|&(_, n)| n != 0)
+            })
+            .collect()
+    }
 }
 
 impl ClickJournal {
@@ -68,11 +119,13 @@ impl ClickJournal {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Flushes are journaled from now on, under the server's lock ([`lock_server`]).
-    pub fn activate(&self, server_lock: File) {
+    /// Flushes are journaled from now on, under the server's lock ([`lock_server`]), and folded
+    /// every `fold_interval` while there are any.
+    pub fn activate(&self, server_lock: File, fold_interval: Duration) {
         let mut state = self.state();
         state.server_lock = Some(server_lock);
         state.last_fold = Some(Instant::now());
+        state.fold_interval = fold_interval;
     }
 
     /// Whether flushes are journaled (a server started the journal).
@@ -82,43 +135,36 @@ impl ClickJournal {
 
     /// Clicks of counter `key` that are journaled and not yet folded.
     pub fn unfolded(&self, key: i64) -> i64 {
-        self.state().unfolded.get(&key).copied().unwrap_or(0)
+        self.state().unfolded.get(key)
     }
 
     /// Adds pairs whose journal row has committed.
     pub fn journaled(&self, counts: &[(i64, i64)]) {
         let mut state = self.state();
         for &(key, count) in counts {
-            *state.unfolded.entry(key).or_default() += count;
+            state.unfolded.add(key, count);
         }
     }
 
-    /// Whether the next flush should fold: the oldest unfolded click waited long enough, or the
-    /// sum grew large.
+    /// Whether the next flush should fold: there are unfolded clicks and the last fold was at
+    /// least the fold interval ago.
     pub fn fold_due(&self) -> bool {
         let state = self.state();
-        !state.unfolded.is_empty()
-            && (state.unfolded.len() >= FOLD_AT_LINKS
-                || state.last_fold.is_none_or(|t| t.elapsed() >= FOLD_INTERVAL))
+        !state.unfolded.blocks.is_empty()
+            && state
+                .last_fold
+                .is_none_or(|t| t.elapsed() >= state.fold_interval)
     }
 
     /// The sum to fold, in key order (consecutive updates land on the same or the next page).
     pub fn to_fold(&self) -> Vec<(i64, i64)> {
-        let mut counts: Vec<(i64, i64)> = self
-            .state()
-            .unfolded
-            .iter()
-            .map(|(&k, &n)| (k, n))
-            .collect();
-        counts.sort_unstable();
-        counts
+        self.state().unfolded.pairs()
     }
 
-    /// Clears the sum after a fold committed (the caller holds the gate). The map keeps its
-    /// capacity, bounded by [`FOLD_AT_LINKS`]: the next interval fills it again.
+    /// Clears the sum after a fold committed (the caller holds the gate).
     pub fn folded(&self) {
         let mut state = self.state();
-        state.unfolded.clear();
+        state.unfolded.blocks.clear();
         state.last_fold = Some(Instant::now());
     }
 
@@ -220,6 +266,22 @@ mod tests {
             decode(&row[..row.len() - 1]),
             Err(StorageError::Corrupt(_))
         ));
+    }
+
+    #[test]
+    fn the_sum_is_kept_by_key_across_blocks_and_folds_in_key_order() {
+        let journal = ClickJournal::default();
+        let far = 7 * BLOCK as i64 + 3;
+        journal.journaled(&[(far, 1), (BLOCK as i64, 2), (BLOCK as i64 - 1, 3), (1, 4)]);
+        journal.journaled(&[(far, 5)]);
+        assert_eq!(journal.unfolded(far), 6);
+        assert_eq!(journal.unfolded(BLOCK as i64), 2);
+        assert_eq!(journal.unfolded(2), 0, "same block, never clicked");
+        assert_eq!(journal.unfolded(far + BLOCK as i64), 0, "no block");
+        assert_eq!(
+            journal.to_fold(),
+            vec![(1, 4), (BLOCK as i64 - 1, 3), (BLOCK as i64, 2), (far, 6)]
+        );
     }
 
     #[test]

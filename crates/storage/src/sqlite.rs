@@ -352,6 +352,7 @@ pub(crate) async fn count_clicks(
 /// caller holds the writer connection) and deletes the rows, in one transaction committed with
 /// the readers held off, then clears the sum before they go on.
 pub(crate) async fn fold_journal(c: &mut Conn, journal: &ClickJournal) -> Result<(), StorageError> {
+    let started = std::time::Instant::now();
     let counts = journal.to_fold();
     let gate = c
         .transaction(async |c| -> Result<_, StorageError> {
@@ -362,6 +363,11 @@ pub(crate) async fn fold_journal(c: &mut Conn, journal: &ClickJournal) -> Result
         .await?;
     journal.folded();
     drop(gate);
+    tracing::debug!(
+        links = counts.len(),
+        elapsed_ms = started.elapsed().as_millis(),
+        "folded the click journal into the counters"
+    );
     Ok(())
 }
 

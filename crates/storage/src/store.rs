@@ -8,6 +8,7 @@ use shortlink_domain::{
 
 use std::collections::HashSet;
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::click_journal::ClickJournal;
 use crate::pool::{self, PgPool, SqlitePool};
@@ -563,9 +564,10 @@ impl Store {
     }
 
     /// On SQLite, journals every later batch of clicks instead of adding it to the counters in
-    /// place, and folds the journal into the counters every few seconds (much less work per
-    /// click with many links; see `click_journal.rs`). Reads through this store count journaled
-    /// clicks at once. First folds whatever an earlier process journaled and did not fold (it
+    /// place, and folds the journal into the counters every `fold_interval` while it has clicks
+    /// ([`CLICK_FOLD_INTERVAL`](crate::CLICK_FOLD_INTERVAL) unless there is a
+    /// reason; much less work per click with many links, see `click_journal.rs`). Reads through
+    /// this store count journaled clicks at once. First folds whatever an earlier process journaled and did not fold (it
     /// stopped abruptly). Returns whether the journal is on: false on PostgreSQL, whose counters
     /// several servers share.
     ///
@@ -573,7 +575,7 @@ impl Store {
     /// another process reading the file sees counters that lag by up to a fold. A second store
     /// starting the journal of the same file, while the first is open, is refused
     /// ([`StorageError::Unavailable`]): it would count the first one's journaled clicks twice.
-    pub async fn start_click_journal(&self) -> Result<bool, StorageError> {
+    pub async fn start_click_journal(&self, fold_interval: Duration) -> Result<bool, StorageError> {
         let Backend::Sqlite(pools) = &self.backend else {
             return Ok(false);
         };
@@ -589,14 +591,14 @@ impl Store {
             crate::sqlite::complete_recent_codes(&mut conn, &pools.codes).await?;
             crate::sqlite::load_journal(&mut conn, &pools.journal).await?;
             crate::sqlite::fold_journal(&mut conn, &pools.journal).await?;
-            pools.journal.activate(server_lock);
+            pools.journal.activate(server_lock, fold_interval);
             Ok(true)
         })
         .await
     }
 
-    /// Folds the click journal into the counters when it is due: its oldest click has waited
-    /// [`CLICK_FOLD_INTERVAL`](crate::CLICK_FOLD_INTERVAL), or many links have clicks waiting.
+    /// Folds the click journal into the counters when it is due: it has clicks, and the last fold
+    /// was at least the fold interval given to [`Store::start_click_journal`] ago.
     /// The server's click flusher calls this after every flush, with or without clicks. A fold
     /// that fails loses nothing (the journal still holds the clicks) and is tried again.
     pub async fn fold_clicks_when_due(&self) -> Result<(), StorageError> {

@@ -11,12 +11,15 @@ use serde_json::Value;
 use shortlink_domain::{ApiKeyId, DEFAULT_RATE_LIMIT, LinkRef, Workspace};
 use shortlink_server::{Application, Config, admin};
 use shortlink_storage::testing::TestDatabase;
-use shortlink_storage::{CLICK_FOLD_INTERVAL, PoolOptions, Store};
+use shortlink_storage::{PoolOptions, Store};
 use tokio::task::JoinHandle;
 
 /// How long a test waits for something that is meant to happen "soon" (clicks flushed, a key
 /// cache entry expired, a delivery listed).
 pub const DEADLINE: Duration = Duration::from_secs(5);
+
+/// The test servers' fold interval on SQLite: short, so a test sees clicks reach the file.
+const CLICK_FOLD_INTERVAL: Duration = Duration::from_secs(1);
 
 /// How to set a test server up.
 #[derive(Debug, Clone, Copy)]
@@ -90,6 +93,7 @@ impl TestApp {
             webhook_allow_private_targets: setup.allow_private_targets,
             workers: Some(1),
             max_connections: 4,
+            click_fold_interval: CLICK_FOLD_INTERVAL,
             ..Config::new(db.url.clone())
         };
         let app = Application::build(config)

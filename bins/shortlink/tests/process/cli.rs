@@ -233,3 +233,50 @@ async fn a_revoked_key_is_refused_by_a_running_server_within_five_seconds() {
     // A second revocation of the same key is an error: it is no longer active.
     cli(&db.url, &["key", "revoke", &key_id]).one_line_error();
 }
+
+#[tokio::test]
+async fn the_click_fold_interval_is_how_soon_clicks_reach_the_file_and_zero_is_refused() {
+    let db = TestDatabase::sqlite();
+    let zero = cli(&db.url, &["serve", "--click-fold-seconds", "0"]);
+    assert_eq!(
+        zero.status.code(),
+        Some(2),
+        "a usage error: {}",
+        zero.stderr
+    );
+    assert!(
+        zero.stderr.contains("--click-fold-seconds") && zero.stderr.contains("1..=3600"),
+        "{}",
+        zero.stderr
+    );
+
+    let server = Server::start(&db.url, &["--click-fold-seconds".into(), "1".into()]).await;
+    let key = server.first_run_key().await;
+    let api = Api::new(&server, &key);
+    let link = api.create_link("https://example.com/").await;
+    let code = link["shortCode"].as_str().expect("shortCode").to_owned();
+    for _ in 0..3 {
+        let res = api.visit(&code, None, None).await;
+        assert_eq!(res.status(), 302);
+    }
+    // Read the file as another process would, while the server runs: the counter there moves
+    // only by a fold.
+    let store = db.store().await;
+    let ws = store
+        .find_workspace("default")
+        .await
+        .expect("read the workspace")
+        .expect("the first-run workspace");
+    eventually(
+        "the clicks folded into the file",
+        Duration::from_secs(10),
+        async || {
+            let links = store
+                .list_links(ws.id, 1, None)
+                .await
+                .expect("read the links");
+            (links[0].clicks == 3).then_some(())
+        },
+    )
+    .await;
+}

@@ -15,9 +15,14 @@ async fn plain(db: &TestDatabase) -> Store {
     db.store().await
 }
 
+/// A store that journals, as a server does, folding at the default interval.
 async fn journaled(db: &TestDatabase) -> Store {
+    journaled_every(db, CLICK_FOLD_INTERVAL).await
+}
+
+async fn journaled_every(db: &TestDatabase, fold_interval: Duration) -> Store {
     let store = db.store().await;
-    assert!(store.start_click_journal().await.unwrap());
+    assert!(store.start_click_journal(fold_interval).await.unwrap());
     store
 }
 
@@ -61,7 +66,10 @@ async fn journaled_clicks_count_at_once_and_reach_the_file_by_a_fold() {
     record(&server, &acme, a, 3).await;
     record(&server, &acme, a, 2).await;
     assert!(
-        server.start_click_journal().await.unwrap(),
+        server
+            .start_click_journal(CLICK_FOLD_INTERVAL)
+            .await
+            .unwrap(),
         "started once only"
     );
     assert_eq!(clicks(&server, &acme, "a").await, 5);
@@ -88,7 +96,7 @@ async fn a_stop_without_a_fold_leaves_the_journal_to_the_next_start() {
 
     let next = plain(&db).await;
     assert_eq!(clicks(&next, &acme, "a").await, 0, "journaled, not folded");
-    assert!(next.start_click_journal().await.unwrap());
+    assert!(next.start_click_journal(CLICK_FOLD_INTERVAL).await.unwrap());
     assert_eq!(clicks(&next, &acme, "a").await, 4);
     assert_eq!(
         clicks(&plain(&db).await, &acme, "a").await,
@@ -102,8 +110,9 @@ async fn a_stop_without_a_fold_leaves_the_journal_to_the_next_start() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fold_is_due_once_the_oldest_click_waited_its_interval() {
+    const INTERVAL: Duration = Duration::from_secs(2);
     let db = TestDatabase::sqlite();
-    let server = journaled(&db).await;
+    let server = journaled_every(&db, INTERVAL).await;
     let other = plain(&db).await;
     let (acme, a) = acme_with_a_link(&server).await;
 
@@ -111,7 +120,7 @@ async fn a_fold_is_due_once_the_oldest_click_waited_its_interval() {
     let mut recorded = 0;
     while clicks(&other, &acme, "a").await == 0 {
         assert!(
-            started.elapsed() < CLICK_FOLD_INTERVAL * 3,
+            started.elapsed() < INTERVAL * 3,
             "no fold within three intervals"
         );
         record(&server, &acme, a, 1).await;
@@ -119,7 +128,7 @@ async fn a_fold_is_due_once_the_oldest_click_waited_its_interval() {
         server.fold_clicks_when_due().await.unwrap();
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
-    assert!(started.elapsed() >= CLICK_FOLD_INTERVAL, "folded early");
+    assert!(started.elapsed() >= INTERVAL, "folded early");
     assert_eq!(clicks(&other, &acme, "a").await, recorded);
     assert_eq!(clicks(&server, &acme, "a").await, recorded);
 }
@@ -169,9 +178,14 @@ async fn a_second_server_on_the_file_is_refused_while_the_first_is_open() {
     let first = journaled(&db).await;
     let second = plain(&db).await;
     assert!(matches!(
-        second.start_click_journal().await,
+        second.start_click_journal(CLICK_FOLD_INTERVAL).await,
         Err(shortlink_storage::StorageError::Unavailable(_))
     ));
     drop(first);
-    assert!(second.start_click_journal().await.unwrap());
+    assert!(
+        second
+            .start_click_journal(CLICK_FOLD_INTERVAL)
+            .await
+            .unwrap()
+    );
 }

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use diesel::{Connection, RunQueryDsl, SqliteConnection};
 use shortlink_domain::{Link, LinkRef, Workspace};
 use shortlink_storage::testing::CODE_FOLD_AT;
-use shortlink_storage::{CreateOutcome, NewLink, Store};
+use shortlink_storage::{CLICK_FOLD_INTERVAL, CreateOutcome, NewLink, Store};
 
 use crate::{TestDatabase, base, create, each_backend, new_link, workspace};
 
@@ -131,7 +131,12 @@ each_backend!(
 async fn stores_sharing_a_file_find_and_respect_each_others_recent_codes() {
     let db = TestDatabase::sqlite();
     let server = db.store().await;
-    assert!(server.start_click_journal().await.unwrap());
+    assert!(
+        server
+            .start_click_journal(CLICK_FOLD_INTERVAL)
+            .await
+            .unwrap()
+    );
     let other = db.store().await;
     let acme = workspace(&server, "acme").await;
 

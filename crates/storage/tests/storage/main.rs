@@ -39,7 +39,7 @@ macro_rules! each_backend {
             for (db, journal) in journaled.into_iter().chain(plain) {
                 let $store = db.store().await;
                 if journal {
-                    assert!($store.start_click_journal().await.unwrap());
+                    assert!($store.start_click_journal(shortlink_storage::CLICK_FOLD_INTERVAL).await.unwrap());
                 }
                 let run = async { $body };
                 run.await;
