@@ -9,9 +9,10 @@
 //! that connection, so the index changes in commit order and is never stale.
 //!
 //! Memory is the price: about 20 bytes per link plus its code and destination, packed into
-//! 1 MiB chunks (no allocation per link), with a hash table of 4-byte offsets per domain. The
-//! index has a budget; a store whose links do not fit (at load, or later as links are created)
-//! drops the index and redirects read SQLite again, behind the bounded cache. Records replaced or
+//! 2 MiB chunks (no allocation per link; each chunk a huge page where the kernel allows), with a
+//! hash table of 4-byte offsets per domain. The index has a budget; a store whose links do not
+//! fit (at load, or later as links are created) drops the index and redirects read SQLite again,
+//! behind the bounded cache. Records replaced or
 //! removed are garbage until the index is rebuilt, which happens once garbage outweighs what is
 //! live (a pause of the writer and of lookups for a few tens of milliseconds per million links).
 
@@ -20,13 +21,15 @@ use std::hash::BuildHasher;
 use std::sync::RwLock;
 
 use hashbrown::{DefaultHashBuilder, HashTable};
+use memmap2::{MmapMut, MmapOptions};
 use shortlink_domain::{Destination, WorkspaceId};
 
 use crate::{CounterKey, RedirectTarget};
 
-/// Arena chunk size. A record never spans two chunks, so this bounds a record's size: a code of
-/// at most 64 bytes and a destination of at most 8,192 characters fit many times over.
-const CHUNK: usize = 1 << 20;
+/// Arena chunk size: one huge page ([`new_chunk`]). A record never spans two chunks, so this
+/// bounds a record's size: a code of at most 64 bytes and a destination of at most 8,192
+/// characters fit many times over.
+const CHUNK: usize = 2 << 20;
 const CHUNK_BITS: u32 = CHUNK.trailing_zeros();
 
 /// Rebuilding is not worth it for less garbage than this.
@@ -63,18 +66,18 @@ impl RedirectIndex {
     ) {
         let mut guard = self.write();
         let Some(tables) = guard.as_mut() else { return };
-        for (domain, code, target) in links {
-            if !tables.insert(domain, code, &target) {
-                tracing::warn!(
-                    budget_bytes = tables.budget,
-                    "the links no longer fit the redirect index's budget: redirects read the \
-                     database from now on (raise --redirect-index-mib)"
-                );
-                *guard = None;
-                return;
-            }
+        let fits = links
+            .into_iter()
+            .all(|(domain, code, target)| tables.insert(domain, code, &target));
+        if !fits || !tables.compact_if_worthwhile() {
+            tracing::warn!(
+                budget_bytes = tables.budget,
+                "the links no longer fit the redirect index's budget (or no memory could be \
+                 mapped for it): redirects read the database from now on (raise \
+                 --redirect-index-mib)"
+            );
+            *guard = None;
         }
-        tables.compact_if_worthwhile();
     }
 
     /// Points an indexed code elsewhere.
@@ -88,9 +91,15 @@ impl RedirectIndex {
 
     /// Forgets a deleted code.
     pub(crate) fn remove(&self, domain: &str, code: &str) {
-        if let Some(tables) = self.write().as_mut() {
+        let mut guard = self.write();
+        if let Some(tables) = guard.as_mut() {
             tables.remove(domain, code);
-            tables.compact_if_worthwhile();
+            if !tables.compact_if_worthwhile() {
+                tracing::warn!(
+                    "no memory to compact the redirect index: redirects read the database"
+                );
+                *guard = None;
+            }
         }
     }
 
@@ -123,19 +132,21 @@ impl Tables {
         }
     }
 
-    /// Adds or replaces a code's record; false when the index would exceed its budget.
+    /// Adds or replaces a code's record; false when the index would exceed its budget or no
+    /// memory could be mapped, after which these tables are not to be used.
     pub(crate) fn insert(&mut self, domain: &str, code: &str, target: &RedirectTarget) -> bool {
         let workspace = self.workspaces.intern(target.workspace_id);
         let Some(record) = Record::encode(code, target, workspace) else {
             return false;
         };
-        if self.bytes() + record.len() > self.budget {
-            self.compact();
-            if self.bytes() + record.len() > self.budget {
-                return false;
-            }
+        if self.bytes() + record.len() > self.budget
+            && (!self.compact() || self.bytes() + record.len() > self.budget)
+        {
+            return false;
         }
-        let at = self.arena.push(&record);
+        let Some(at) = self.arena.push(&record) else {
+            return false;
+        };
         let hash = self.hasher.hash_one(code);
         let (arena, hasher) = (&self.arena, &self.hasher);
         let table = match self.domains.get_mut(domain) {
@@ -187,43 +198,63 @@ impl Tables {
         self.arena.bytes() + slots
     }
 
-    /// Compacts once garbage outweighs live records.
-    fn compact_if_worthwhile(&mut self) {
-        if self.arena.garbage >= MIN_GARBAGE_TO_COMPACT && self.arena.garbage >= self.arena.live {
-            self.compact();
-        }
+    /// Compacts once garbage outweighs live records; false as [`Tables::compact`].
+    fn compact_if_worthwhile(&mut self) -> bool {
+        self.arena.garbage < MIN_GARBAGE_TO_COMPACT
+            || self.arena.garbage < self.arena.live
+            || self.compact()
     }
 
-    /// Rebuilds the arena without garbage, copying each live record once.
-    fn compact(&mut self) {
+    /// Rebuilds the arena without garbage, copying each live record once. False when no memory
+    /// could be mapped for the copy, which leaves these tables half moved: not to be used.
+    fn compact(&mut self) -> bool {
         if self.arena.garbage == 0 {
-            return;
+            return true;
         }
         let mut arena = Arena::default();
         for table in self.domains.values_mut() {
             for at in table.iter_mut() {
-                *at = arena.push(self.arena.bytes_of(*at));
+                let Some(moved) = arena.push(self.arena.bytes_of(*at)) else {
+                    return false;
+                };
+                *at = moved;
             }
         }
         self.arena = arena;
+        true
     }
 }
 
 /// Links' records, packed into chunks; a record is addressed by `chunk << CHUNK_BITS | offset`.
 #[derive(Debug, Default)]
 struct Arena {
-    chunks: Vec<Box<[u8]>>,
+    chunks: Vec<MmapMut>,
     /// Bytes used in the last chunk.
     used: usize,
     live: usize,
     garbage: usize,
 }
 
+/// A chunk of the arena: anonymous memory the kernel is asked to back with one huge page.
+///
+/// Why: a lookup reads one record at a random place in the arena, about 90 MB for a million
+/// links. In 4 KiB pages that is a TLB miss and a page walk per redirect, which measured as
+/// 2 to 3 µs of a redirect's 10 with a million links and nothing with 10,000
+/// (docs/PERFORMANCE.md); in 2 MiB pages the whole arena's translations stay cached. Where the
+/// kernel offers no transparent huge pages the advice is ignored and the chunk is ordinary
+/// memory.
+fn new_chunk() -> std::io::Result<MmapMut> {
+    let chunk = MmapOptions::new().len(CHUNK).map_anon()?;
+    #[cfg(target_os = "linux")]
+    let _ = chunk.advise(memmap2::Advice::HugePage);
+    Ok(chunk)
+}
+
 impl Arena {
-    fn push(&mut self, record: &[u8]) -> u32 {
+    /// Appends a record and returns its address; `None` when no memory could be mapped.
+    fn push(&mut self, record: &[u8]) -> Option<u32> {
         if self.chunks.is_empty() || self.used + record.len() > CHUNK {
-            // Zeroed memory comes from the OS untouched: a chunk costs RSS as it fills.
-            self.chunks.push(vec![0; CHUNK].into_boxed_slice());
+            self.chunks.push(new_chunk().ok()?);
             self.used = 0;
         }
         let chunk = self.chunks.len() - 1;
@@ -231,7 +262,7 @@ impl Arena {
         self.chunks[chunk][offset..offset + record.len()].copy_from_slice(record);
         self.used += record.len();
         self.live += record.len();
-        u32::try_from(chunk << CHUNK_BITS | offset).expect("the budget keeps the arena under 4 GiB")
+        u32::try_from(chunk << CHUNK_BITS | offset).ok()
     }
 
     fn forget(&mut self, at: u32) {
@@ -432,7 +463,7 @@ mod tests {
             assert!(tables.insert("sho.rt", &i.to_string(), t));
         }
         let before = tables.arena.bytes();
-        tables.compact_if_worthwhile();
+        assert!(tables.compact_if_worthwhile());
         assert_eq!(tables.arena.garbage, 0);
         assert_eq!(tables.arena.bytes() * 2, before);
         for (i, t) in targets.iter().enumerate() {
