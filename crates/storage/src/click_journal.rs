@@ -99,15 +99,14 @@ impl Unfolded {
         counts[slot] = counts[slot].saturating_add(count);
     }
 
-    /// The `(key, clicks)` pairs with clicks, in key order.
-    fn pairs(&self) -> Vec<(i64, i64)> {
+    /// Up to `limit` `(key, clicks)` pairs with clicks and a key past `after`, in key order.
+    fn pairs_after(&self, after: i64, limit: usize) -> Vec<(i64, i64)> {
+        let (first_block, _) = Self::split(after);
         self.blocks
-            .iter()
-            .flat_map(|(&block, counts)| {
-                (block * BLOCK as i64..)
-                    .zip(counts.iter().copied())
-                    .filter(|&(_, n)| n != 0)
-            })
+            .range(first_block..)
+            .flat_map(|(&block, counts)| (block * BLOCK as i64..).zip(counts.iter().copied()))
+            .filter(|&(key, n)| key > after && n != 0)
+            .take(limit)
             .collect()
     }
 }
@@ -156,9 +155,12 @@ impl ClickJournal {
                 .is_none_or(|t| t.elapsed() >= state.fold_interval)
     }
 
-    /// The sum to fold, in key order (consecutive updates land on the same or the next page).
-    pub fn to_fold(&self) -> Vec<(i64, i64)> {
-        self.state().unfolded.pairs()
+    /// The next `limit` pairs of the sum to fold after key `after` (`i64::MIN` for the first),
+    /// in key order: consecutive updates land on the same or the next page of the counters. A
+    /// fold takes them a slice at a time, so a million links' sum is never copied whole; the sum
+    /// does not change meanwhile, as only a fold and flushes change it, both holding the writer.
+    pub fn to_fold_after(&self, after: i64, limit: usize) -> Vec<(i64, i64)> {
+        self.state().unfolded.pairs_after(after, limit)
     }
 
     /// Clears the sum after a fold committed (the caller holds the gate).
@@ -278,10 +280,11 @@ mod tests {
         assert_eq!(journal.unfolded(BLOCK as i64), 2);
         assert_eq!(journal.unfolded(2), 0, "same block, never clicked");
         assert_eq!(journal.unfolded(far + BLOCK as i64), 0, "no block");
-        assert_eq!(
-            journal.to_fold(),
-            vec![(1, 4), (BLOCK as i64 - 1, 3), (BLOCK as i64, 2), (far, 6)]
-        );
+        let all = vec![(1, 4), (BLOCK as i64 - 1, 3), (BLOCK as i64, 2), (far, 6)];
+        assert_eq!(journal.to_fold_after(i64::MIN, 10), all);
+        assert_eq!(journal.to_fold_after(i64::MIN, 2), all[..2]);
+        assert_eq!(journal.to_fold_after(BLOCK as i64 - 1, 2), all[2..]);
+        assert_eq!(journal.to_fold_after(far, 2), vec![]);
     }
 
     #[test]
@@ -290,9 +293,12 @@ mod tests {
         journal.journaled(&[(1, 2), (3, 1)]);
         journal.journaled(&[(1, 5)]);
         assert_eq!((journal.unfolded(1), journal.unfolded(3)), (7, 1));
-        assert_eq!(journal.to_fold(), vec![(1, 7), (3, 1)]);
+        assert_eq!(journal.to_fold_after(i64::MIN, 10), vec![(1, 7), (3, 1)]);
         journal.folded();
-        assert_eq!((journal.unfolded(1), journal.to_fold()), (0, vec![]));
+        assert_eq!(
+            (journal.unfolded(1), journal.to_fold_after(i64::MIN, 10)),
+            (0, vec![])
+        );
         assert!(!journal.fold_due());
     }
 }

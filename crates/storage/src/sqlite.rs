@@ -353,10 +353,18 @@ pub(crate) async fn count_clicks(
 /// the readers held off, then clears the sum before they go on.
 pub(crate) async fn fold_journal(c: &mut Conn, journal: &ClickJournal) -> Result<(), StorageError> {
     let started = std::time::Instant::now();
-    let counts = journal.to_fold();
+    let mut links = 0;
     let gate = c
         .transaction(async |c| -> Result<_, StorageError> {
-            add_clicks(c, &counts).await?;
+            let mut after = i64::MIN;
+            loop {
+                let counts = journal.to_fold_after(after, CLICKS_PER_STATEMENT);
+                let Some(&(last, _)) = counts.last() else {
+                    break;
+                };
+                add_clicks(c, &counts).await?;
+                (after, links) = (last, links + counts.len());
+            }
             diesel::delete(click_journal::table).execute(c).await?;
             Ok(journal.folding().await)
         })
@@ -364,7 +372,7 @@ pub(crate) async fn fold_journal(c: &mut Conn, journal: &ClickJournal) -> Result
     journal.folded();
     drop(gate);
     tracing::debug!(
-        links = counts.len(),
+        links,
         elapsed_ms = started.elapsed().as_millis(),
         "folded the click journal into the counters"
     );
