@@ -6,7 +6,9 @@ use reqwest::Method;
 use serde_json::json;
 use shortlink_storage::testing::TestDatabase;
 
-use crate::helpers::{Api, Server, cli, eventually, is_api_key, is_id, run, run_with_env};
+use crate::helpers::{
+    Api, Server, cli, eventually, is_api_key, is_id, run, run_with_env, stored_clicks,
+};
 
 #[test]
 fn workspace_create_prints_its_id_and_refuses_a_taken_name() {
@@ -259,24 +261,14 @@ async fn the_click_fold_interval_is_how_soon_clicks_reach_the_file_and_zero_is_r
         let res = api.visit(&code, None, None).await;
         assert_eq!(res.status(), 302);
     }
+    let id = link["id"].as_str().expect("id").to_owned();
     // Read the file as another process would, while the server runs: the counter there moves
     // only by a fold.
     let store = db.store().await;
-    let ws = store
-        .find_workspace("default")
-        .await
-        .expect("read the workspace")
-        .expect("the first-run workspace");
     eventually(
         "the clicks folded into the file",
         Duration::from_secs(10),
-        async || {
-            let links = store
-                .list_links(ws.id, 1, None)
-                .await
-                .expect("read the links");
-            (links[0].clicks == 3).then_some(())
-        },
+        async || (stored_clicks(&store, &id).await == 3).then_some(()),
     )
     .await;
 }

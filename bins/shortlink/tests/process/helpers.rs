@@ -12,6 +12,7 @@ use actix_web::web::{self, Bytes, Data};
 use actix_web::{App, HttpRequest, HttpResponse, HttpServer};
 use serde_json::{Value, json};
 use shortlink_domain::WebhookSecret;
+use shortlink_storage::Store;
 use shortlink_webhooks::{DEFAULT_TOLERANCE, SignatureHeaders, VerifyError};
 use tokio::time::{Instant, sleep};
 
@@ -49,6 +50,25 @@ pub async fn eventually<T>(
         );
         sleep(POLL).await;
     }
+}
+
+/// The clicks `store` holds for the first-run workspace's link `id`: read from the database, as
+/// a process other than the server sees them.
+pub async fn stored_clicks(store: &Store, id: &str) -> i64 {
+    let ws = store
+        .find_workspace("default")
+        .await
+        .expect("read the workspace")
+        .expect("the first-run workspace");
+    let links = store
+        .list_links(ws.id, 100, None)
+        .await
+        .expect("read the links");
+    links
+        .iter()
+        .find(|l| l.id.to_string() == id)
+        .expect("the link is stored")
+        .clicks
 }
 
 // ----------------------------------------------------------------------------------------------

@@ -5,7 +5,7 @@ use std::time::Duration;
 use shortlink_storage::testing::TestDatabase;
 use tokio::task::JoinSet;
 
-use crate::helpers::{Api, Server};
+use crate::helpers::{Api, Server, stored_clicks};
 
 const CLICKS: usize = 300;
 const CONCURRENCY: usize = 6;
@@ -48,22 +48,9 @@ async fn no_click_is_lost_on(signal: &str) {
         "a graceful stop exits 0; stderr:\n{stderr}"
     );
 
-    let store = db.store().await;
-    let ws = store
-        .find_workspace("default")
-        .await
-        .expect("read the workspace")
-        .expect("the first-run workspace");
-    let links = store
-        .list_links(ws.id, 10, None)
-        .await
-        .expect("read the links");
-    let stored = links
-        .iter()
-        .find(|l| l.id.to_string() == id)
-        .expect("the link is stored");
+    let stored = stored_clicks(&db.store().await, &id).await;
     assert_eq!(
-        stored.clicks, CLICKS as i64,
+        stored, CLICKS as i64,
         "every click counted before SIG{signal} is written"
     );
 }
