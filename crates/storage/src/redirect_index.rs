@@ -12,9 +12,9 @@
 //! 2 MiB chunks (no allocation per link; each chunk a huge page where the kernel allows), with a
 //! hash table of 4-byte offsets per domain. The index has a budget; a store whose links do not
 //! fit (at load, or later as links are created) drops the index and redirects read SQLite again,
-//! behind the bounded cache. Records replaced or
-//! removed are garbage until the index is rebuilt, which happens once garbage outweighs what is
-//! live (a pause of the writer and of lookups for a few tens of milliseconds per million links).
+//! behind the bounded cache. Records replaced or removed are garbage until the index is rebuilt,
+//! which happens once garbage outweighs what is live (a pause of the writer and of lookups for a
+//! few tens of milliseconds per million links).
 
 use std::collections::HashMap;
 use std::hash::BuildHasher;
@@ -70,13 +70,7 @@ impl RedirectIndex {
             .into_iter()
             .all(|(domain, code, target)| tables.insert(domain, code, &target));
         if !fits || !tables.compact_if_worthwhile() {
-            tracing::warn!(
-                budget_bytes = tables.budget,
-                "the links no longer fit the redirect index's budget (or no memory could be \
-                 mapped for it): redirects read the database from now on (raise \
-                 --redirect-index-mib)"
-            );
-            *guard = None;
+            drop_index(&mut guard);
         }
     }
 
@@ -95,10 +89,7 @@ impl RedirectIndex {
         if let Some(tables) = guard.as_mut() {
             tables.remove(domain, code);
             if !tables.compact_if_worthwhile() {
-                tracing::warn!(
-                    "no memory to compact the redirect index: redirects read the database"
-                );
-                *guard = None;
+                drop_index(&mut guard);
             }
         }
     }
@@ -107,6 +98,17 @@ impl RedirectIndex {
         // A panic while holding the lock cannot leave a half-written record reachable: offsets
         // enter a table only after their record is complete.
         self.tables.write().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Gives the index up after its links stopped fitting: redirects read the database from now on.
+fn drop_index(index: &mut Option<Tables>) {
+    if let Some(tables) = index.take() {
+        tracing::warn!(
+            budget_bytes = tables.budget,
+            "the links no longer fit the redirect index's budget (or no memory could be mapped \
+             for it): redirects read the database from now on (raise --redirect-index-mib)"
+        );
     }
 }
 

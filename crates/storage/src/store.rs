@@ -565,11 +565,11 @@ impl Store {
 
     /// On SQLite, journals every later batch of clicks instead of adding it to the counters in
     /// place, and folds the journal into the counters every `fold_interval` while it has clicks
-    /// ([`CLICK_FOLD_INTERVAL`](crate::CLICK_FOLD_INTERVAL) unless there is a
-    /// reason; much less work per click with many links, see `click_journal.rs`). Reads through
-    /// this store count journaled clicks at once. First folds whatever an earlier process journaled and did not fold (it
-    /// stopped abruptly). Returns whether the journal is on: false on PostgreSQL, whose counters
-    /// several servers share.
+    /// ([`CLICK_FOLD_INTERVAL`](crate::CLICK_FOLD_INTERVAL) unless there is a reason; much less
+    /// work per click with many links, see `click_journal.rs`). Reads through this store count
+    /// journaled clicks at once. First folds whatever an earlier process journaled and did not
+    /// fold (it stopped abruptly). Returns whether the journal is on: false on PostgreSQL, whose
+    /// counters several servers share.
     ///
     /// Only for a store that is its file's one server, as with [`Store::load_redirect_index`]:
     /// another process reading the file sees counters that lag by up to a fold. A second store
