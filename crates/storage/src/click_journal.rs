@@ -104,7 +104,11 @@ impl Unfolded {
         let (first_block, _) = Self::split(after);
         self.blocks
             .range(first_block..)
-            .flat_map(|(&block, counts)| (block * BLOCK as i64..).zip(counts.iter().copied()))
+            .flat_map(|(&block, counts)| {
+                (0..)
+                    .zip(counts.iter())
+                    .map(move |(slot, &n)| (block * BLOCK as i64 + slot, n))
+            })
             .filter(|&(key, n)| key > after && n != 0)
             .take(limit)
             .collect()
@@ -285,6 +289,12 @@ mod tests {
         assert_eq!(journal.to_fold_after(i64::MIN, 2), all[..2]);
         assert_eq!(journal.to_fold_after(BLOCK as i64 - 1, 2), all[2..]);
         assert_eq!(journal.to_fold_after(far, 2), vec![]);
+        journal.journaled(&[(i64::MAX, 1)]);
+        assert_eq!(
+            journal.to_fold_after(far, 2),
+            vec![(i64::MAX, 1)],
+            "the last key"
+        );
     }
 
     #[test]
