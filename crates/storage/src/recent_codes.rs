@@ -18,6 +18,12 @@
 //!   against `link_codes`, so a code is never given twice. Before it does, the writer compares
 //!   SQLite's `data_version` with the one it last saw: if another connection wrote to the file in
 //!   between (the CLI, another process), it reads the recent links again from the table.
+//! - While the store's redirect index holds every link's code, the check asks the index instead
+//!   of searching `link_codes` (a B-tree search per code was the largest single cost of bulk
+//!   creation). The index holds every code from its load, which follows a look at
+//!   `data_version`, until another connection writes to the file: from the first creation that
+//!   sees such a write on, `link_codes` is searched again (the other connection may have created
+//!   links the index never saw).
 //! - A lookup by code asks the recent codes first, then `link_codes`. A fold commits before it
 //!   forgets, so a lookup finds a folded link in one place or the other.
 //!
@@ -27,6 +33,8 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::redirect_index::RedirectIndex;
 
 /// Recent links past which the next creation folds their codes into `link_codes`. A fold writes
 /// each page of the index it touches once, so larger folds cost less per link; they take longer
@@ -63,6 +71,9 @@ struct State {
     complete: bool,
     /// Whether a fold is on its way ([`RecentCodes::start_fold`]).
     folding: bool,
+    /// The store's redirect index while it holds the code of every link in the file
+    /// ([`RecentCodes::index_loaded`]).
+    every_code: Option<Arc<RedirectIndex>>,
 }
 
 /// Row numbers by domain and code.
@@ -143,19 +154,43 @@ impl RecentCodes {
         self.state().complete = true;
     }
 
-    /// Whether a recent link, committed or inserted by the transaction in progress, has `code`.
-    pub(crate) fn is_taken(&self, domain: &str, code: &str) -> bool {
+    /// Whether a link may be given `code` on `domain`: `Some(false)` when a recent link,
+    /// committed or inserted by the transaction in progress, has it; `Some(true)` when the
+    /// redirect index holds every link's code and none has it; `None` when only a search of
+    /// `link_codes` can tell.
+    pub(crate) fn is_free(&self, domain: &str, code: &str) -> Option<bool> {
         let state = self.state();
-        state.committed.get(domain, code).is_some() || state.tentative.get(domain, code).is_some()
+        if state.committed.get(domain, code).is_some()
+            || state.tentative.get(domain, code).is_some()
+        {
+            return Some(false);
+        }
+        let index = state.every_code.as_ref()?;
+        index.contains(domain, code).map(|taken| !taken)
+    }
+
+    /// The store's redirect index was loaded after the writer last looked at `data_version` (in
+    /// [`RecentCodes::begin`]), holding the writer since: it holds every link's code until
+    /// another connection writes to the file.
+    pub(crate) fn index_loaded(&self, index: Arc<RedirectIndex>) {
+        self.state().every_code = Some(index);
     }
 
     /// Starts a creation's transaction: drops what a transaction that never finished left
     /// tentative, and tells whether the recent links must be read again from the file (another
-    /// connection wrote to it since `data_version` was last seen, or none was seen yet).
+    /// connection wrote to it since `data_version` was last seen, or none was seen yet). After
+    /// such a write the redirect index no longer answers for codes.
     pub(crate) fn begin(&self, data_version: i64) -> bool {
         let mut state = self.state();
         state.tentative = Codes::default();
-        state.data_version.replace(data_version) != Some(data_version)
+        let changed = state.data_version.replace(data_version) != Some(data_version);
+        if changed && state.every_code.take().is_some() {
+            tracing::info!(
+                "another connection wrote to the database file: new short codes are checked \
+                 against the code index from now on"
+            );
+        }
+        changed
     }
 
     /// Replaces the committed recent links with those read from the file.
@@ -218,11 +253,15 @@ mod tests {
         let codes = RecentCodes::default();
         assert!(codes.begin(1));
         codes.inserted("sho.rt".into(), "abc".into(), 7);
-        assert!(codes.is_taken("sho.rt", "abc"));
+        assert_eq!(codes.is_free("sho.rt", "abc"), Some(false));
         assert_eq!(codes.lookup("sho.rt", "abc"), Lookup::SearchRecent);
         codes.finished(true);
         assert_eq!(codes.lookup("sho.rt", "abc"), Lookup::Recent(7));
-        assert!(!codes.is_taken("other.rt", "abc"));
+        assert_eq!(
+            codes.is_free("other.rt", "abc"),
+            None,
+            "only link_codes can tell"
+        );
     }
 
     #[test]
@@ -231,12 +270,12 @@ mod tests {
         codes.begin(1);
         codes.inserted("sho.rt".into(), "gone".into(), 1);
         codes.finished(false);
-        assert!(!codes.is_taken("sho.rt", "gone"));
+        assert_eq!(codes.is_free("sho.rt", "gone"), None);
 
         codes.inserted("sho.rt".into(), "stale".into(), 2);
         // The next transaction starts without it.
         assert!(!codes.begin(1));
-        assert!(!codes.is_taken("sho.rt", "stale"));
+        assert_eq!(codes.is_free("sho.rt", "stale"), None);
     }
 
     #[test]

@@ -59,6 +59,12 @@ impl RedirectIndex {
         Some(tables.as_ref()?.get(domain, code))
     }
 
+    /// `None` when there is no index; otherwise whether a link has `code` on `domain`.
+    pub(crate) fn contains(&self, domain: &str, code: &str) -> Option<bool> {
+        let tables = self.tables.read().unwrap_or_else(|e| e.into_inner());
+        Some(tables.as_ref()?.find(domain, code).is_some())
+    }
+
     /// Records links that were just committed (or changed: a code's earlier record is replaced).
     pub(crate) fn insert<'a>(
         &self,
@@ -169,12 +175,18 @@ impl Tables {
         true
     }
 
-    fn get(&self, domain: &str, code: &str) -> Option<RedirectTarget> {
+    /// Where the record of `code` on `domain` is in the arena.
+    fn find(&self, domain: &str, code: &str) -> Option<u32> {
         let table = self.domains.get(domain)?;
-        let at = table.find(self.hasher.hash_one(code), |&at| {
-            self.arena.code(at) == code
-        })?;
-        let record = self.arena.record(*at);
+        table
+            .find(self.hasher.hash_one(code), |&at| {
+                self.arena.code(at) == code
+            })
+            .copied()
+    }
+
+    fn get(&self, domain: &str, code: &str) -> Option<RedirectTarget> {
+        let record = self.arena.record(self.find(domain, code)?);
         Some(RedirectTarget {
             counter: CounterKey(record.seq),
             workspace_id: self.workspaces.get(record.workspace),

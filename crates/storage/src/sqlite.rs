@@ -90,14 +90,19 @@ pub(crate) fn sync_recent_codes(
     Ok(())
 }
 
+/// Brings the recent codes up to date with the file now, outside a creation.
+pub(crate) async fn look_at_file(c: &mut Conn, codes: &RecentCodes) -> QueryResult<()> {
+    use diesel::Connection;
+
+    let codes = codes.clone();
+    c.spawn_blocking(move |c| c.transaction(|c| sync_recent_codes(c, &codes)))
+        .await
+}
+
 /// Makes the recent codes every recent link's, for the store that became its file's one server:
 /// whatever was created before it took the server lock is read from the file.
 pub(crate) async fn complete_recent_codes(c: &mut Conn, codes: &RecentCodes) -> QueryResult<()> {
-    use diesel::Connection;
-
-    let synced = codes.clone();
-    c.spawn_blocking(move |c| c.transaction(|c| sync_recent_codes(c, &synced)))
-        .await?;
+    look_at_file(c, codes).await?;
     codes.set_complete();
     Ok(())
 }
@@ -136,7 +141,8 @@ pub(crate) async fn insert_new_links(
 }
 
 /// For each row, whether its code is free: not a recent link's (committed or tentative), not in
-/// the code index, not an earlier row's.
+/// the code index (as the redirect index tells, when it can: [`RecentCodes::is_free`]), not an
+/// earlier row's.
 fn free_codes(
     c: &mut diesel::SqliteConnection,
     rows: &[NewLinkRow],
@@ -148,12 +154,18 @@ fn free_codes(
     rows.iter()
         .map(|row| {
             let (domain, code) = (row.domain.as_str(), row.short_code.as_str());
-            Ok(seen.insert((domain, code))
-                && !codes.is_taken(domain, code)
-                && !diesel::RunQueryDsl::get_result(
-                    diesel::select(diesel::dsl::exists(link_codes::table.find((domain, code)))),
+            if !seen.insert((domain, code)) {
+                return Ok(false);
+            }
+            match codes.is_free(domain, code) {
+                Some(free) => Ok(free),
+                None => diesel::RunQueryDsl::get_result(
+                    diesel::select(diesel::dsl::not(diesel::dsl::exists(
+                        link_codes::table.find((domain, code)),
+                    ))),
                     c,
-                )?)
+                ),
+            }
         })
         .collect()
 }

@@ -461,8 +461,11 @@ impl Store {
         let pools = pools.clone();
         let path = sqlite_path(&self.url).unwrap_or_default().to_owned();
         self.detached(|_| async move {
-            // Holding the writer, no change can slip between the pages read and the install.
-            let _writer = pools.writer.get().await?;
+            // Holding the writer, no change of this store's can slip between the pages read and
+            // the install; one of another connection's shows in `data_version`, which the recent
+            // codes look at first.
+            let mut writer = pools.writer.get().await?;
+            crate::sqlite::look_at_file(&mut writer, &pools.codes).await?;
             let tables = tokio::task::spawn_blocking(move || {
                 crate::sqlite::load_redirect_index(&path, budget_bytes)
             })
@@ -470,6 +473,9 @@ impl Store {
             .map_err(|e| StorageError::Unavailable(format!("loading task failed: {e}")))??;
             let loaded = tables.is_some();
             pools.index.install(tables);
+            if loaded {
+                pools.codes.index_loaded(pools.index.clone());
+            }
             Ok(loaded)
         })
         .await

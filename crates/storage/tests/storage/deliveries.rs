@@ -29,7 +29,7 @@ fn later() -> Timestamp {
 
 each_backend!(
     events_reach_subscribed_endpoints_of_their_workspace_only,
-    with_journal,
+    as_server,
     |store| {
         let acme = workspace(&store, "acme").await;
         let globex = workspace(&store, "globex").await;

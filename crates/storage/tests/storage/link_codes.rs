@@ -68,6 +68,7 @@ fn indexed_codes(db: &TestDatabase) -> i64 {
 
 each_backend!(
     a_code_is_taken_until_its_link_is_deleted_folded_or_not,
+    as_server,
     |store| {
         let acme = workspace(&store, "acme").await;
         let d = base().domain().to_owned();
@@ -102,6 +103,7 @@ each_backend!(
 
 each_backend!(
     a_batch_conflicts_with_recent_folded_and_earlier_codes,
+    as_server,
     |store| {
         let acme = workspace(&store, "acme").await;
         create(
@@ -156,6 +158,52 @@ async fn stores_sharing_a_file_find_and_respect_each_others_recent_codes() {
         assert_found(&server, &acme, link).await;
     }
     assert_eq!(indexed_codes(&db), 2);
+}
+
+/// The server's redirect index answers for codes only until another connection writes to the
+/// file: a link another store created, and folded into the code index, is one the index never
+/// saw.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_redirect_index_stops_answering_for_codes_once_another_store_writes() {
+    let db = TestDatabase::sqlite();
+    let server = db.store().await;
+    assert!(
+        server
+            .start_click_journal(CLICK_FOLD_INTERVAL)
+            .await
+            .unwrap()
+    );
+    assert!(server.load_redirect_index(1 << 20).await.unwrap());
+    let acme = workspace(&server, "acme").await;
+    create(
+        &server,
+        new_link(&acme, Some("mine"), "https://example.com/"),
+    )
+    .await;
+
+    let other = db.store().await;
+    let theirs = create(
+        &other,
+        new_link(&acme, Some("theirs"), "https://example.com/t"),
+    )
+    .await;
+    other.fold_codes().await.unwrap();
+    assert_eq!(indexed_codes(&db), 2, "the other store folded every code");
+    assert_eq!(
+        server.resolve_in_memory(base().domain(), "theirs"),
+        Some(None),
+        "the index never saw it"
+    );
+
+    for code in ["theirs", "mine"] {
+        let taken = new_link(&acme, Some(code), "https://example.com/again");
+        assert_eq!(
+            outcome(&server, taken).await,
+            CreateOutcome::SlugConflict,
+            "{code}"
+        );
+    }
+    assert_found(&other, &acme, &theirs).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -183,7 +183,7 @@ each_backend!(update_and_delete_change_what_resolve_finds, |store| {
     .await;
 });
 
-each_backend!(click_batches_add_exactly, with_journal, |store| {
+each_backend!(click_batches_add_exactly, as_server, |store| {
     let acme = workspace(&store, "acme").await;
     create(&store, new_link(&acme, Some("a"), "https://example.com/a")).await;
     create(&store, new_link(&acme, Some("b"), "https://example.com/b")).await;
@@ -235,7 +235,7 @@ each_backend!(click_batches_add_exactly, with_journal, |store| {
 
 // A flush larger than one statement's share (1,000 counters) is applied in
 // slices of one transaction: every counter still gets exactly its own clicks.
-each_backend!(a_large_click_batch_adds_exactly, with_journal, |store| {
+each_backend!(a_large_click_batch_adds_exactly, as_server, |store| {
     let acme = workspace(&store, "acme").await;
     let d = base().domain().to_owned();
     let links: Vec<_> = (0..2_500)

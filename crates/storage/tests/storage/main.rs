@@ -20,26 +20,28 @@ use shortlink_domain::{
 pub(crate) use shortlink_storage::testing::TestDatabase;
 use shortlink_storage::{CreateOutcome, NewLink, Store};
 
-/// Runs `body` once per configured backend with a fresh migrated store. A test of counting
-/// clicks (`with_journal`) runs once more on SQLite with the click journal on, as the server runs
-/// it (`Store::start_click_journal`).
+/// Runs `body` once per configured backend with a fresh migrated store. A test marked
+/// `as_server` runs once more on SQLite with the store set up as the server sets it up: the click
+/// journal on (`Store::start_click_journal`) and the redirect index loaded, which then answers
+/// for codes (`Store::load_redirect_index`).
 macro_rules! each_backend {
     ($name:ident, |$store:ident| $body:block) => {
         $crate::each_backend!(@runs $name, false, |$store| $body);
     };
-    ($name:ident, with_journal, |$store:ident| $body:block) => {
+    ($name:ident, as_server, |$store:ident| $body:block) => {
         $crate::each_backend!(@runs $name, true, |$store| $body);
     };
-    (@runs $name:ident, $with_journal:expr, |$store:ident| $body:block) => {
+    (@runs $name:ident, $as_server:expr, |$store:ident| $body:block) => {
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
         async fn $name() {
             let test = concat!(module_path!(), "::", stringify!($name));
-            let journaled = $with_journal.then(|| ($crate::TestDatabase::sqlite(), true));
+            let server = $as_server.then(|| ($crate::TestDatabase::sqlite(), true));
             let plain = $crate::TestDatabase::all(test).await.into_iter().map(|db| (db, false));
-            for (db, journal) in journaled.into_iter().chain(plain) {
+            for (db, as_server) in server.into_iter().chain(plain) {
                 let $store = db.store().await;
-                if journal {
+                if as_server {
                     assert!($store.start_click_journal(shortlink_storage::CLICK_FOLD_INTERVAL).await.unwrap());
+                    assert!($store.load_redirect_index(1 << 20).await.unwrap());
                 }
                 let run = async { $body };
                 run.await;
