@@ -453,7 +453,9 @@ impl Store {
     /// false (other instances change the same links).
     ///
     /// Only for a store that is its file's one writer of links: a link another process or
-    /// another `Store` creates, changes or deletes would not be seen.
+    /// another `Store` creates, changes or deletes would not be seen by redirects. Creations
+    /// check new codes against the index instead of the code index until another connection
+    /// writes to the file (`recent_codes.rs`).
     pub async fn load_redirect_index(&self, budget_bytes: usize) -> Result<bool, StorageError> {
         let Backend::Sqlite(pools) = &self.backend else {
             return Ok(false);
