@@ -29,6 +29,12 @@ pub(crate) async fn lock_due(
         .await
 }
 
+/// Nothing to take: PostgreSQL's row locks order the writes of a transaction that reads first
+/// (SQLite's takes the file's write lock here).
+pub(crate) async fn lock_for_writing(_c: &mut Conn) -> QueryResult<()> {
+    Ok(())
+}
+
 /// Nothing to prepare: the unique constraint on codes keeps them apart (SQLite's creations read
 /// its recent codes here, `crate::recent_codes`).
 pub(crate) async fn begin_creation(

@@ -26,13 +26,31 @@ pub(crate) type Conn =
 pub(crate) mod queries;
 
 /// Selects due deliveries. This runs in a write transaction on SQLite's single writer
-/// connection, so no other claim can interleave and no row lock is needed.
+/// connection, so no other claim can interleave and no row lock is needed; the file's write lock
+/// is taken first ([`lock_for_writing`]).
 pub(crate) async fn lock_due(
     c: &mut Conn,
     now: i64,
     limit: i64,
 ) -> QueryResult<Vec<(String, String)>> {
+    lock_for_writing(c).await?;
     queries::due(now, limit).load(c).await
+}
+
+/// Takes the file's write lock for the transaction in progress, which must come before any read
+/// in a transaction that reads and then writes: a transaction that reads first holds a snapshot,
+/// and SQLite fails its first write at once ("database is locked", without waiting) when another
+/// connection wrote meanwhile, as the checkpointer does while it restarts the log, or the CLI.
+/// Taking the lock first, a transaction waits its turn (the busy timeout) and reads what is
+/// current.
+pub(crate) async fn lock_for_writing(c: &mut Conn) -> QueryResult<()> {
+    c.spawn_blocking(take_write_lock).await
+}
+
+/// [`lock_for_writing`] on the connection's own thread: a statement that writes nothing.
+fn take_write_lock(c: &mut diesel::SqliteConnection) -> QueryResult<()> {
+    diesel::RunQueryDsl::execute(diesel::sql_query("DELETE FROM link_codes WHERE 0"), c)?;
+    Ok(())
 }
 
 /// The store's recent codes, which every creation on SQLite needs.
@@ -42,17 +60,12 @@ fn recent(codes: Option<&RecentCodes>) -> QueryResult<RecentCodes> {
         .ok_or_else(|| diesel::result::Error::QueryBuilderError("no recent codes".into()))
 }
 
-/// Starts a creation's transaction: takes the file's write lock, then brings the recent codes up
-/// to date with the file ([`sync_recent_codes`]).
-///
-/// The lock comes first, by a statement that writes nothing: a transaction that reads first
-/// holds a snapshot, and SQLite fails its first write at once ("database is locked", without
-/// waiting) when another connection holds the lock meanwhile, as the checkpointer does while it
-/// restarts the log.
+/// Starts a creation's transaction: takes the file's write lock ([`lock_for_writing`]), then
+/// brings the recent codes up to date with the file ([`sync_recent_codes`]), in one handoff.
 pub(crate) async fn begin_creation(c: &mut Conn, codes: Option<&RecentCodes>) -> QueryResult<()> {
     let codes = recent(codes)?;
     c.spawn_blocking(move |c| {
-        diesel::RunQueryDsl::execute(diesel::sql_query("DELETE FROM link_codes WHERE 0"), c)?;
+        take_write_lock(c)?;
         sync_recent_codes(c, &codes)
     })
     .await

@@ -11,7 +11,7 @@ use shortlink_domain::{
     BaseUrl, Destination, Event, EventKind, Link, LinkId, LinkRef, Slug, WorkspaceId,
 };
 
-use super::{Backend, Conn, begin_creation, insert_new_links, outbox};
+use super::{Backend, Conn, begin_creation, insert_new_links, lock_for_writing, outbox};
 use crate::click_journal::{ClickJournal, reading};
 use crate::recent_codes::{Lookup, RecentCodes};
 use crate::rows::{LinkRow, NewLinkRow, RedirectRow, found, with_clicks};
@@ -297,6 +297,7 @@ pub(crate) async fn update_destination(
     codes: Option<&RecentCodes>,
 ) -> Result<Option<Link>, StorageError> {
     c.transaction(async |c| -> Result<Option<Link>, StorageError> {
+        lock_for_writing(c).await?;
         let Some(mut row) = find(c, workspace, link, domain, codes).await? else {
             return Ok(None);
         };
@@ -328,6 +329,7 @@ pub(crate) async fn delete_link(
     codes: Option<&RecentCodes>,
 ) -> Result<Option<Link>, StorageError> {
     c.transaction(async |c| -> Result<Option<Link>, StorageError> {
+        lock_for_writing(c).await?;
         let Some(row) = find(c, workspace, link, domain, codes).await? else {
             return Ok(None);
         };

@@ -15,6 +15,7 @@ mod workspaces;
 
 pub(crate) use super::{
     Conn, begin_creation, count_clicks, insert_deliveries, insert_new_links, lock_due,
+    lock_for_writing,
 };
 
 /// The backend the queries are compiled for.

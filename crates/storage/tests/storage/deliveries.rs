@@ -6,7 +6,7 @@ use shortlink_domain::{
 };
 use shortlink_storage::{ClickBatch, LinkClicks, Store};
 
-use crate::{base, create, each_backend, new_link, workspace};
+use crate::{TestDatabase, base, create, each_backend, new_link, workspace, write_elsewhere};
 
 async fn webhook(store: &Store, ws: &Workspace, events: &[EventKind]) -> Webhook {
     let hook = Webhook {
@@ -286,3 +286,19 @@ each_backend!(concurrent_claims_never_share_a_delivery, |store| {
     assert_eq!(ids.len(), total, "no delivery was claimed twice");
     assert_eq!(total, 42);
 });
+
+/// On SQLite, a claim (which reads the due deliveries, then leases them) waits for another
+/// connection's write and then goes through, instead of failing its lease at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_waits_for_another_connections_write_instead_of_failing() {
+    let db = TestDatabase::sqlite();
+    let store = db.store().await;
+    let acme = workspace(&store, "acme").await;
+    webhook(&store, &acme, &[EventKind::LinkCreated]).await;
+    create(&store, new_link(&acme, Some("a"), "https://example.com/")).await;
+
+    let other = write_elsewhere(&db, Duration::from_millis(300));
+    let claimed = store.claim_due(Timestamp::now(), 10, later()).await;
+    other.join().unwrap();
+    assert_eq!(claimed.unwrap().len(), 1);
+}

@@ -1,7 +1,9 @@
+use std::time::Duration;
+
 use shortlink_domain::{Destination, LinkRef};
 use shortlink_storage::{ClickBatch, CreateOutcome, LinkClicks};
 
-use crate::{TestDatabase, base, create, each_backend, new_link, workspace};
+use crate::{TestDatabase, base, create, each_backend, new_link, workspace, write_elsewhere};
 
 each_backend!(created_links_are_read_back_by_id_and_code, |store| {
     let acme = workspace(&store, "acme").await;
@@ -298,4 +300,43 @@ async fn sqlite_checkpoints_run_beside_the_writer() {
         );
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
+}
+
+/// On SQLite, a change that reads its link before writing it waits for another connection's
+/// write and then goes through: had it read first, that connection's commit in between would
+/// have failed its write at once ("database is locked", a 503 for the client).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn changes_wait_for_another_connections_write_instead_of_failing() {
+    let db = TestDatabase::sqlite();
+    let store = db.store().await;
+    let acme = workspace(&store, "acme").await;
+    create(
+        &store,
+        new_link(&acme, Some("go"), "https://example.com/old"),
+    )
+    .await;
+    create(
+        &store,
+        new_link(&acme, Some("gone"), "https://example.com/old"),
+    )
+    .await;
+    let d = base().domain().to_owned();
+    let dest = Destination::parse("https://example.com/new", &base()).unwrap();
+
+    let other = write_elsewhere(&db, Duration::from_millis(300));
+    let updated = store
+        .update_destination(acme.id, &LinkRef::Code("go".into()), &d, &dest)
+        .await;
+    other.join().unwrap();
+    assert_eq!(updated.unwrap().map(|l| l.destination), Some(dest));
+
+    let other = write_elsewhere(&db, Duration::from_millis(300));
+    let deleted = store
+        .delete_link(acme.id, &LinkRef::Code("gone".into()), &d)
+        .await;
+    other.join().unwrap();
+    assert_eq!(
+        deleted.unwrap().map(|l| l.short_code.to_string()),
+        Some("gone".into())
+    );
 }

@@ -13,6 +13,8 @@ mod migrations;
 mod redirect_index;
 mod workspaces;
 
+use std::time::Duration;
+
 use shortlink_domain::{
     ApiKey, ApiKeyId, ApiKeySecret, BaseUrl, Destination, RateLimit, Slug, Timestamp, Workspace,
     WorkspaceId,
@@ -97,4 +99,28 @@ pub(crate) async fn create(store: &Store, link: NewLink) -> shortlink_domain::Li
         Some(CreateOutcome::Created(link)) => link,
         other => panic!("expected a created link, got {other:?}"),
     }
+}
+
+/// Another connection to a SQLite file takes its write lock, writes, and commits `after` later;
+/// returns once it holds the lock, with the thread to join.
+pub(crate) fn write_elsewhere(db: &TestDatabase, after: Duration) -> std::thread::JoinHandle<()> {
+    use diesel::{Connection, SqliteConnection, connection::SimpleConnection};
+
+    let path = db.url.trim_start_matches("sqlite://").to_owned();
+    let (locked, is_locked) = std::sync::mpsc::channel();
+    let other = std::thread::spawn(move || {
+        let mut conn = SqliteConnection::establish(&path).unwrap();
+        let id = WorkspaceId::generate();
+        conn.batch_execute(&format!(
+            "PRAGMA busy_timeout = 5000; BEGIN IMMEDIATE; \
+             INSERT INTO workspaces (id, name, rate_limit, created_at) \
+             VALUES ('{id}', '{id}', 1, 0);"
+        ))
+        .unwrap();
+        locked.send(()).unwrap();
+        std::thread::sleep(after);
+        conn.batch_execute("COMMIT").unwrap();
+    });
+    is_locked.recv().unwrap();
+    other
 }
