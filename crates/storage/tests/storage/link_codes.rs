@@ -10,7 +10,7 @@ use shortlink_domain::{Link, LinkRef, Workspace};
 use shortlink_storage::testing::CODE_FOLD_AT;
 use shortlink_storage::{CLICK_FOLD_INTERVAL, CreateOutcome, NewLink, Store};
 
-use crate::{TestDatabase, base, create, each_backend, new_link, workspace};
+use crate::{TestDatabase, base, create, each_backend, new_link, set_up_as_server, workspace};
 
 async fn outcome(store: &Store, link: NewLink) -> CreateOutcome {
     store
@@ -167,13 +167,7 @@ async fn stores_sharing_a_file_find_and_respect_each_others_recent_codes() {
 async fn the_redirect_index_stops_answering_for_codes_once_another_store_writes() {
     let db = TestDatabase::sqlite();
     let server = db.store().await;
-    assert!(
-        server
-            .start_click_journal(CLICK_FOLD_INTERVAL)
-            .await
-            .unwrap()
-    );
-    assert!(server.load_redirect_index(1 << 20).await.unwrap());
+    set_up_as_server(&server).await;
     let acme = workspace(&server, "acme").await;
     create(
         &server,

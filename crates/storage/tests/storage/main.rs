@@ -42,8 +42,7 @@ macro_rules! each_backend {
             for (db, as_server) in server.into_iter().chain(plain) {
                 let $store = db.store().await;
                 if as_server {
-                    assert!($store.start_click_journal(shortlink_storage::CLICK_FOLD_INTERVAL).await.unwrap());
-                    assert!($store.load_redirect_index(1 << 20).await.unwrap());
+                    $crate::set_up_as_server(&$store).await;
                 }
                 let run = async { $body };
                 run.await;
@@ -53,6 +52,13 @@ macro_rules! each_backend {
     };
 }
 pub(crate) use each_backend;
+
+/// Sets a SQLite store up as the server does: the click journal on, the redirect index loaded.
+pub(crate) async fn set_up_as_server(store: &Store) {
+    let journal = store.start_click_journal(shortlink_storage::CLICK_FOLD_INTERVAL);
+    assert!(journal.await.unwrap());
+    assert!(store.load_redirect_index(1 << 20).await.unwrap());
+}
 
 pub(crate) fn base() -> BaseUrl {
     BaseUrl::parse("https://sho.rt").unwrap()
