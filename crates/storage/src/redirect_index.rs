@@ -55,14 +55,12 @@ impl RedirectIndex {
 
     /// `None` when there is no index; otherwise the link with `code` on `domain`, if any.
     pub(crate) fn get(&self, domain: &str, code: &str) -> Option<Option<RedirectTarget>> {
-        let tables = self.tables.read().unwrap_or_else(|e| e.into_inner());
-        Some(tables.as_ref()?.get(domain, code))
+        Some(self.read().as_ref()?.get(domain, code))
     }
 
     /// `None` when there is no index; otherwise whether a link has `code` on `domain`.
     pub(crate) fn contains(&self, domain: &str, code: &str) -> Option<bool> {
-        let tables = self.tables.read().unwrap_or_else(|e| e.into_inner());
-        Some(tables.as_ref()?.find(domain, code).is_some())
+        Some(self.read().as_ref()?.find(domain, code).is_some())
     }
 
     /// Records links that were just committed (or changed: a code's earlier record is replaced).
@@ -98,6 +96,11 @@ impl RedirectIndex {
                 drop_index(&mut guard);
             }
         }
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Option<Tables>> {
+        // See `write`: a poisoned lock still guards complete records.
+        self.tables.read().unwrap_or_else(|e| e.into_inner())
     }
 
     fn write(&self) -> std::sync::RwLockWriteGuard<'_, Option<Tables>> {
