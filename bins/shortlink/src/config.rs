@@ -4,10 +4,10 @@
 use std::time::Duration;
 
 use shortlink_domain::BaseUrl;
+use shortlink_storage::{PoolOptions, ServerOptions};
 use shortlink_webhooks::RetrySchedule;
 
-/// Enough for about a million links with destinations of 60 characters.
-pub const DEFAULT_REDIRECT_INDEX_MIB: usize = 128;
+pub use shortlink_storage::DEFAULT_REDIRECT_INDEX_MIB;
 
 /// Everything [`crate::Application::build`] needs.
 #[derive(Debug, Clone)]
@@ -27,10 +27,10 @@ pub struct Config {
     /// Database connections (PostgreSQL) or reader connections (SQLite).
     pub max_connections: usize,
     /// On SQLite, memory for every link's redirect target (0: none; redirects then read the
-    /// database behind the bounded cache). See `Store::load_redirect_index`.
+    /// database behind the bounded cache). See `ServerOptions::redirect_index_mib`.
     pub redirect_index_mib: usize,
     /// On SQLite, how often journaled clicks are folded into the file's counters: how stale the
-    /// counters another process reads may be. See `Store::start_click_journal`.
+    /// counters another process reads may be. See `ServerOptions::click_fold_interval`.
     pub click_fold_interval: Duration,
     /// HTTP worker threads; the number of CPUs when not set.
     pub workers: Option<usize>,
@@ -39,8 +39,10 @@ pub struct Config {
 }
 
 impl Config {
-    /// The defaults of the command line for `database_url`.
+    /// The defaults of the command line for `database_url`: each the default of the crate
+    /// that uses the setting, so that it is written once.
     pub fn new(database_url: impl Into<String>) -> Self {
+        let server = ServerOptions::default();
         Self {
             database_url: database_url.into(),
             listen: "127.0.0.1:8080".into(),
@@ -48,9 +50,9 @@ impl Config {
             webhook_allow_private_targets: false,
             webhook_retry_schedule: RetrySchedule::default(),
             auth_failures_per_minute: shortlink_http::ratelimit::AUTH_FAILURES_PER_MINUTE,
-            max_connections: 16,
-            redirect_index_mib: DEFAULT_REDIRECT_INDEX_MIB,
-            click_fold_interval: shortlink_storage::CLICK_FOLD_INTERVAL,
+            max_connections: PoolOptions::default().max_connections,
+            redirect_index_mib: server.redirect_index_mib,
+            click_fold_interval: server.click_fold_interval,
             workers: None,
             first_run_banner: true,
         }

@@ -5,7 +5,6 @@ pub mod admin;
 mod config;
 
 use std::net::TcpListener;
-use std::sync::Arc;
 use std::time::Duration;
 
 use actix_web::dev::{Server, ServerHandle};
@@ -14,28 +13,22 @@ use actix_web::web::Data;
 use actix_web::{App, HttpServer};
 use anyhow::Context;
 use shortlink_domain::BaseUrl;
-use shortlink_http::clicks::ClickCounter;
 use shortlink_http::{AppState, HttpSettings};
-use shortlink_storage::{DatabaseKind, PoolOptions, Store};
-use shortlink_webhooks::{DeliveryWorker, WakeHandle, WorkerConfig};
-use tokio::sync::watch;
+use shortlink_service::{Service, ServiceSettings};
+use shortlink_storage::{PoolOptions, ServerOptions, Store, StoreOptions};
+use shortlink_webhooks::WorkerConfig;
 
 pub use config::{Config, DEFAULT_REDIRECT_INDEX_MIB};
 
 /// How long a graceful stop waits for requests in flight.
 const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(10);
-/// How long a graceful stop keeps retrying to write the last clicks.
-const CLICK_DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A built server: bound to its port, migrated, not yet serving.
 pub struct Application {
     port: u16,
     base_url: BaseUrl,
     server: Server,
-    store: Store,
-    clicks: Arc<ClickCounter>,
-    worker: DeliveryWorker<Store>,
-    wake: WakeHandle,
+    service: Service,
     first_run_key: Option<String>,
 }
 
@@ -43,22 +36,18 @@ impl Application {
     /// Connects and migrates the database, binds the listener, and on first run creates the
     /// `default` workspace with a key.
     pub async fn build(config: Config) -> anyhow::Result<Self> {
-        let store = Store::connect(
-            &config.database_url,
-            PoolOptions {
+        let options = StoreOptions {
+            pool: PoolOptions {
                 max_connections: config.max_connections,
             },
-        )?;
-        store
-            .migrate()
+            server: Some(ServerOptions {
+                redirect_index_mib: config.redirect_index_mib,
+                click_fold_interval: config.click_fold_interval,
+            }),
+        };
+        let store = Store::open(&config.database_url, options)
             .await
-            .context("could not prepare the database")?;
-        // First: it also refuses a second server on the same SQLite file, before any loading.
-        store
-            .start_click_journal(config.click_fold_interval)
-            .await
-            .context("could not start the click journal")?;
-        load_redirect_index(&store, config.redirect_index_mib).await?;
+            .context("could not open the database")?;
 
         let listener = TcpListener::bind(&config.listen)
             .with_context(|| format!("could not listen on {}", config.listen))?;
@@ -74,29 +63,22 @@ impl Application {
             None
         };
 
-        let clicks = Arc::new(ClickCounter::default());
-        let wake = WakeHandle::new();
-        let worker = DeliveryWorker::new(
-            store.clone(),
-            WorkerConfig {
-                schedule: config.webhook_retry_schedule,
-                allow_private: config.webhook_allow_private_targets,
-                ..WorkerConfig::default()
+        let service = Service::new(
+            store,
+            ServiceSettings {
+                webhooks: WorkerConfig {
+                    schedule: config.webhook_retry_schedule,
+                    allow_private: config.webhook_allow_private_targets,
+                    ..WorkerConfig::default()
+                },
+                ..ServiceSettings::new(base_url.clone())
             },
-        )?
-        .with_wake_handle(wake.clone());
-
+        )?;
         let settings = HttpSettings {
-            base_url: base_url.clone(),
             webhook_allow_private_targets: config.webhook_allow_private_targets,
             auth_failures_per_minute: config.auth_failures_per_minute,
         };
-        let state = Data::new(AppState::new(
-            store.clone(),
-            settings,
-            clicks.clone(),
-            wake.clone(),
-        ));
+        let state = Data::new(AppState::new(service.clone(), settings));
         let mut server = HttpServer::new(move || {
             let state = state.clone();
             App::new()
@@ -113,10 +95,7 @@ impl Application {
             port: addr.port(),
             base_url,
             server,
-            store,
-            clicks,
-            worker,
-            wake,
+            service,
             first_run_key,
         })
     }
@@ -144,72 +123,28 @@ impl Application {
     /// Serves until SIGTERM, SIGINT or [`ServerHandle::stop`]; then lets requests in flight
     /// finish, writes every pending click, and lets webhook attempts in flight finish.
     pub async fn run_until_stopped(self) -> anyhow::Result<()> {
-        let (stop_tx, stop_rx) = watch::channel(false);
-        let stopped = |mut rx: watch::Receiver<bool>| async move {
-            let _ = rx.wait_for(|stop| *stop).await;
-        };
-        let worker = tokio::spawn(self.worker.run(stopped(stop_rx.clone())));
-        let clicks = {
-            let (store, base, wake, clicks) = (
-                self.store.clone(),
-                self.base_url.clone(),
-                self.wake.clone(),
-                self.clicks.clone(),
-            );
-            let stop = stopped(stop_rx);
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let background = {
+            let service = self.service.clone();
             tokio::spawn(async move {
-                clicks
-                    .run(&store, &base, &wake, stop, CLICK_DRAIN_TIMEOUT)
+                service
+                    .run(async {
+                        let _ = stopped.await;
+                    })
                     .await
             })
         };
 
         let served = self.server.await;
         tracing::info!("stopping: writing pending clicks and finishing webhook attempts");
-        let _ = stop_tx.send(true);
-        let all_written = clicks.await.unwrap_or(false);
-        if let Err(e) = self.store.fold_clicks().await {
-            // Nothing is lost: the next start folds the journal.
-            tracing::warn!(error = %e, "could not fold the click journal before stopping");
-        }
-        if let Err(e) = self.store.fold_codes().await {
-            // Nothing is lost: the codes are in `links`, and the next start folds them.
-            tracing::warn!(error = %e, "could not fold recent short codes before stopping");
-        }
-        let _ = worker.await;
+        let _ = stop.send(());
+        let ran = background.await.context("the background tasks panicked")?;
+        let stopped = self.service.shutdown().await;
         served.context("the HTTP server failed")?;
-        anyhow::ensure!(
-            all_written,
-            "some clicks could not be written before stopping"
-        );
+        ran.and(stopped)?;
         tracing::info!("stopped");
         Ok(())
     }
-}
-
-/// On SQLite, every link's redirect target in memory (the server is its database's one writer).
-async fn load_redirect_index(store: &Store, mib: usize) -> anyhow::Result<()> {
-    if mib == 0 || store.kind() != DatabaseKind::Sqlite {
-        return Ok(());
-    }
-    let started = std::time::Instant::now();
-    if store
-        .load_redirect_index(mib << 20)
-        .await
-        .context("could not load the redirect index")?
-    {
-        tracing::info!(
-            elapsed_ms = started.elapsed().as_millis() as u64,
-            "redirect index loaded"
-        );
-    } else {
-        tracing::warn!(
-            budget_mib = mib,
-            "the links do not fit the redirect index: redirects read the database (raise \
-             --redirect-index-mib)"
-        );
-    }
-    Ok(())
 }
 
 /// When the database has no workspace at all, creates `default` with one key and prints the key

@@ -1,7 +1,7 @@
 //! The error envelope and the one table that maps every error to (HTTP status, `error.code`).
 //!
-//! Which error type to use where: handlers and extractors return [`ApiError`]; storage errors
-//! convert into it (`?` works); nothing else reaches the client. actix's own errors (bad JSON,
+//! Which error type to use where: handlers and extractors return [`ApiError`]; the service's and
+//! storage's errors convert into it (`?` works); nothing else reaches the client. actix's own errors (bad JSON,
 //! unknown routes, wrong methods) are routed here too, by the JSON/query/path configs and the
 //! default services set up in [`crate::configure`].
 
@@ -9,6 +9,7 @@ use actix_web::http::StatusCode;
 use actix_web::http::header::{self, HeaderValue};
 use actix_web::{HttpResponse, ResponseError};
 use serde::Serialize;
+use shortlink_service::ServiceError;
 use shortlink_storage::StorageError;
 
 /// One invalid field of a request.
@@ -194,6 +195,22 @@ impl From<StorageError> for ApiError {
             ApiError::Unavailable
         } else {
             ApiError::Internal(e.to_string())
+        }
+    }
+}
+
+impl From<ServiceError> for ApiError {
+    fn from(e: ServiceError) -> Self {
+        match e {
+            ServiceError::Storage(e) if e.is_unavailable() => {
+                tracing::warn!(error = %e, "database unavailable");
+                ApiError::Unavailable
+            }
+            ServiceError::Storage(_)
+            | ServiceError::Stopped
+            | ServiceError::AlreadyRunning
+            | ServiceError::Webhooks(_)
+            | ServiceError::ClicksNotWritten => ApiError::Internal(e.to_string()),
         }
     }
 }

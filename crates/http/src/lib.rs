@@ -1,9 +1,6 @@
 #![doc = include_str!("../README.md")]
 
 pub mod auth;
-pub mod cache;
-pub mod clicks;
-pub mod create;
 pub mod envelope;
 pub mod error;
 pub mod extract;

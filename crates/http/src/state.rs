@@ -3,20 +3,15 @@
 use std::sync::Arc;
 
 use shortlink_domain::BaseUrl;
+use shortlink_service::Service;
 use shortlink_storage::Store;
-use shortlink_webhooks::WakeHandle;
 
 use crate::auth::KeyCache;
-use crate::cache::LinkCache;
-use crate::clicks::ClickCounter;
-use crate::create::LinkCreator;
 use crate::ratelimit::{AuthFailureGuard, RateLimiter};
 
-/// Settings the routes need.
+/// Settings the routes need beyond the service's.
 #[derive(Debug, Clone)]
 pub struct HttpSettings {
-    /// The public base of short URLs.
-    pub base_url: BaseUrl,
     /// Whether webhooks may target loopback and private addresses.
     pub webhook_allow_private_targets: bool,
     /// Failed authentications allowed per client address per minute.
@@ -25,55 +20,41 @@ pub struct HttpSettings {
 
 /// The state behind every route, built once by the server and shared by all workers.
 pub struct AppState {
-    /// Storage.
+    /// The use cases: the redirect's lookup, click counting, link creation and changes.
+    pub service: Service,
+    /// The service's store, for the plain reads and writes the routes make themselves
+    /// (workspaces, keys, webhooks, link reads).
     pub store: Store,
     /// Settings.
     pub settings: HttpSettings,
-    /// Code → redirect target, with negative entries.
-    pub links: LinkCache,
-    /// Clicks waiting to be written.
-    pub clicks: Arc<ClickCounter>,
     /// Per-workspace rate limit.
     pub rate_limiter: Arc<dyn RateLimiter>,
     /// Failed authentications per client address.
     pub auth_failures: AuthFailureGuard,
     /// Recently authenticated keys.
     pub keys: KeyCache,
-    /// Woken after events were written to the outbox, so delivery starts at once.
-    pub webhooks: WakeHandle,
-    /// Single link creation, written in groups.
-    pub creator: LinkCreator,
 }
 
 impl AppState {
-    /// State with the in-process rate limiter and caches. Starts the link writer task, so it must
-    /// be called within a tokio runtime.
-    pub fn new(
-        store: Store,
-        settings: HttpSettings,
-        clicks: Arc<ClickCounter>,
-        webhooks: WakeHandle,
-    ) -> Self {
+    /// State with the in-process rate limiter and key cache, over `service`.
+    pub fn new(service: Service, settings: HttpSettings) -> Self {
         Self {
-            creator: LinkCreator::spawn(store.clone(), settings.base_url.clone(), webhooks.clone()),
-            store,
+            store: service.store().clone(),
+            service,
             auth_failures: AuthFailureGuard::new(settings.auth_failures_per_minute),
             settings,
-            links: LinkCache::default(),
-            clicks,
             rate_limiter: Arc::new(crate::ratelimit::LocalRateLimiter::default()),
             keys: KeyCache::default(),
-            webhooks,
         }
     }
 
     /// The base URL.
     pub fn base(&self) -> &BaseUrl {
-        &self.settings.base_url
+        self.service.base_url()
     }
 
     /// The short domain (`host[:port]`).
     pub fn domain(&self) -> &str {
-        self.settings.base_url.domain()
+        self.service.domain()
     }
 }

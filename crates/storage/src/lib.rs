@@ -18,6 +18,7 @@ pub mod testing;
 pub use click_journal::FOLD_INTERVAL as CLICK_FOLD_INTERVAL;
 pub use error::StorageError;
 pub use store::{
-    AuthenticatedKey, ClickBatch, CounterKey, CreateOutcome, DatabaseKind, LinkClicks, NewLink,
-    PoolOptions, RedirectTarget, Store,
+    AuthenticatedKey, ClickBatch, CounterKey, CreateOutcome, DEFAULT_REDIRECT_INDEX_MIB,
+    DatabaseKind, LinkClicks, NewLink, PoolOptions, RedirectTarget, ServerOptions, Store,
+    StoreOptions,
 };

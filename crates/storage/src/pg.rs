@@ -59,6 +59,18 @@ pub(crate) async fn insert_new_links(
         .await
 }
 
+/// The redirect's lookup: the code index (a view of `links`) has every link.
+pub(crate) async fn resolve(
+    c: &mut Conn,
+    domain: &str,
+    code: &str,
+) -> Result<Option<crate::RedirectTarget>, crate::StorageError> {
+    crate::rows::found(
+        queries::by_code(domain, code, None).get_result(c).await,
+        crate::rows::RedirectRow::into_target,
+    )
+}
+
 /// Links per counter update: 2 bound values each, well under PostgreSQL's limit.
 const UPDATE_CHUNK: usize = 1000;
 

@@ -19,6 +19,7 @@
 use std::collections::HashMap;
 use std::hash::BuildHasher;
 use std::sync::RwLock;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use hashbrown::{DefaultHashBuilder, HashTable};
 use memmap2::{MmapMut, MmapOptions};
@@ -39,18 +40,31 @@ const MIN_GARBAGE_TO_COMPACT: usize = 4 << 20;
 #[derive(Debug)]
 pub(crate) struct RedirectIndex {
     tables: RwLock<Option<Tables>>,
+    /// Whether `tables` is `Some`, readable without the lock (a plain load on the redirect's
+    /// path, where every worker reading the lock's state would share its cache line). Written
+    /// under the write lock.
+    loaded: AtomicBool,
 }
 
 impl RedirectIndex {
     pub(crate) fn empty() -> Self {
         Self {
             tables: RwLock::new(None),
+            loaded: AtomicBool::new(false),
         }
     }
 
     /// Installs a freshly loaded index (or none, when the links did not fit).
     pub(crate) fn install(&self, tables: Option<Tables>) {
-        *self.write() = tables;
+        let mut guard = self.write();
+        self.loaded.store(tables.is_some(), Ordering::Relaxed);
+        *guard = tables;
+    }
+
+    /// Whether there is an index (it may be given up a moment later, after which
+    /// [`RedirectIndex::get`] answers `None`).
+    pub(crate) fn is_loaded(&self) -> bool {
+        self.loaded.load(Ordering::Relaxed)
     }
 
     /// `None` when there is no index; otherwise the link with `code` on `domain`, if any.
@@ -74,7 +88,7 @@ impl RedirectIndex {
             .into_iter()
             .all(|(domain, code, target)| tables.insert(domain, code, &target));
         if !fits || !tables.compact_if_worthwhile() {
-            drop_index(&mut guard);
+            self.give_up(&mut guard);
         }
     }
 
@@ -93,7 +107,7 @@ impl RedirectIndex {
         if let Some(tables) = guard.as_mut() {
             tables.remove(domain, code);
             if !tables.compact_if_worthwhile() {
-                drop_index(&mut guard);
+                self.give_up(&mut guard);
             }
         }
     }
@@ -108,16 +122,19 @@ impl RedirectIndex {
         // enter a table only after their record is complete.
         self.tables.write().unwrap_or_else(|e| e.into_inner())
     }
-}
 
-/// Gives the index up after its links stopped fitting: redirects read the database from now on.
-fn drop_index(index: &mut Option<Tables>) {
-    if let Some(tables) = index.take() {
-        tracing::warn!(
-            budget_bytes = tables.budget,
-            "the links no longer fit the redirect index's budget (or no memory could be mapped \
-             for it): redirects read the database from now on (raise --redirect-index-mib)"
-        );
+    /// Gives the index up after its links stopped fitting: redirects read the database from now
+    /// on. The caller holds the write lock (`index`).
+    fn give_up(&self, index: &mut Option<Tables>) {
+        self.loaded.store(false, Ordering::Relaxed);
+        if let Some(tables) = index.take() {
+            tracing::warn!(
+                budget_bytes = tables.budget,
+                "the links no longer fit the redirect index's budget (or no memory could be \
+                 mapped for it): redirects read the database from now on (raise \
+                 --redirect-index-mib)"
+            );
+        }
     }
 }
 

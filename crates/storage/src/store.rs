@@ -40,6 +40,41 @@ impl Default for PoolOptions {
     }
 }
 
+/// Enough for about a million links with destinations of 60 characters: the redirect index's
+/// default budget ([`ServerOptions::redirect_index_mib`]).
+pub const DEFAULT_REDIRECT_INDEX_MIB: usize = 128;
+
+/// How [`Store::open`] sets a store up.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct StoreOptions {
+    /// Pool sizing.
+    pub pool: PoolOptions,
+    /// Set the store up as its database's one server (see [`ServerOptions`]); `None` for any
+    /// other user of the database (a command-line tool, a test), which counts clicks in place.
+    pub server: Option<ServerOptions>,
+}
+
+/// What a SQLite file's one server keeps in memory, and for how long; nothing on PostgreSQL,
+/// whose links and counters several servers share.
+#[derive(Debug, Clone, Copy)]
+pub struct ServerOptions {
+    /// MiB of memory for every link's redirect target (0: none; [`Store::resolve`] then reads
+    /// the database). See [`Store::load_redirect_index`].
+    pub redirect_index_mib: usize,
+    /// How often journaled clicks are folded into the file's counters: how old the counts
+    /// another process reads from the file may be. See [`Store::start_click_journal`].
+    pub click_fold_interval: Duration,
+}
+
+impl Default for ServerOptions {
+    fn default() -> Self {
+        Self {
+            redirect_index_mib: DEFAULT_REDIRECT_INDEX_MIB,
+            click_fold_interval: crate::click_journal::FOLD_INTERVAL,
+        }
+    }
+}
+
 /// A link to create. Without a slug, one is generated (and regenerated on collision).
 #[derive(Debug, Clone)]
 pub struct NewLink {
@@ -121,6 +156,8 @@ enum Backend {
 
 #[derive(Clone)]
 struct SqlitePools {
+    /// The file.
+    path: Arc<str>,
     readers: SqlitePool,
     writer: SqlitePool,
     /// Every link's redirect target, once [`Store::load_redirect_index`] ran.
@@ -278,6 +315,7 @@ impl Store {
             let checkpointer = crate::checkpoint::Checkpointer::spawn(path)
                 .map_err(|e| StorageError::Unavailable(e.to_string()))?;
             Backend::Sqlite(SqlitePools {
+                path: path.into(),
                 readers,
                 writer,
                 index: Arc::new(RedirectIndex::empty()),
@@ -296,6 +334,58 @@ impl Store {
         })
     }
 
+    /// Opens the database at `url` ready for use, in the order it needs: connects, applies
+    /// pending migrations, and, for a server ([`StoreOptions::server`]) on SQLite, starts the
+    /// click journal (first: it takes the file's server lock, so a second server on the file is
+    /// refused before anything is loaded, and it folds what an earlier process left) and loads the
+    /// redirect index. Its counterpart is [`Store::shutdown`].
+    pub async fn open(url: &str, options: StoreOptions) -> Result<Self, StorageError> {
+        let store = Self::connect(url, options.pool)?;
+        store.migrate().await?;
+        if let Some(server) = options.server
+            && store.kind() == DatabaseKind::Sqlite
+        {
+            store
+                .start_click_journal(server.click_fold_interval)
+                .await?;
+            store.load_index_within(server.redirect_index_mib).await?;
+        }
+        Ok(store)
+    }
+
+    /// [`Store::load_redirect_index`] with a budget in MiB (0: none), saying how it went in the
+    /// log.
+    async fn load_index_within(&self, mib: usize) -> Result<(), StorageError> {
+        if mib == 0 {
+            return Ok(());
+        }
+        let started = std::time::Instant::now();
+        if self.load_redirect_index(mib << 20).await? {
+            tracing::info!(
+                elapsed_ms = started.elapsed().as_millis() as u64,
+                "redirect index loaded"
+            );
+        } else {
+            tracing::warn!(
+                budget_mib = mib,
+                "the links do not fit the redirect index: redirects read the database (raise \
+                 --redirect-index-mib)"
+            );
+        }
+        Ok(())
+    }
+
+    /// Ends a server's use of the store, the counterpart of [`Store::open`]: on SQLite, folds
+    /// the click journal and the recent codes into the file, so that the file alone holds every
+    /// count and finds every link by its code quickly. Nothing to do on PostgreSQL. Call it once
+    /// nothing records clicks or creates links any more. A fold that fails loses nothing (the
+    /// next start folds), so both are tried; the first failure is returned.
+    pub async fn shutdown(&self) -> Result<(), StorageError> {
+        let clicks = self.fold_clicks().await;
+        let codes = self.fold_codes().await;
+        clicks.and(codes)
+    }
+
     /// Which database this is.
     pub fn kind(&self) -> DatabaseKind {
         match self.backend {
@@ -308,10 +398,7 @@ impl Store {
     pub async fn migrate(&self) -> Result<usize, StorageError> {
         match &self.backend {
             Backend::Postgres(_) => migrate::postgres(self.url.clone()).await,
-            Backend::Sqlite(_) => {
-                let path = sqlite_path(&self.url).unwrap_or_default().to_owned();
-                migrate::sqlite(path).await
-            }
+            Backend::Sqlite(pools) => migrate::sqlite(pools.path.to_string()).await,
         }
     }
 
@@ -417,32 +504,63 @@ impl Store {
         .await
     }
 
-    /// The link a redirect for `code` on `domain` follows, whoever owns it.
+    /// The link a redirect for `code` on `domain` follows, whoever owns it: the one lookup, its
+    /// order the store's business. On SQLite with a redirect index
+    /// ([`Store::load_redirect_index`]), from memory, exactly; otherwise, on SQLite, read on the
+    /// calling thread with a read-only connection of that thread's own (microseconds, which beats
+    /// handing the query to another thread; with WAL, readers never wait for the writer); on
+    /// PostgreSQL, through the pool.
+    ///
+    /// A caller that keeps a cache in front of this asks [`Store::resolves_in_memory`] first:
+    /// the index is exact and needs none.
     pub async fn resolve(
         &self,
         domain: &str,
         code: &str,
     ) -> Result<Option<RedirectTarget>, StorageError> {
-        let (domain, code) = (domain.to_owned(), code.to_owned());
-        self.detached(|s| async move { dispatch!(s, read, resolve(&domain, &code, s.codes())) })
-            .await
+        match &self.backend {
+            Backend::Sqlite(pools) => match pools.index.get(domain, code) {
+                Some(found) => Ok(found),
+                None => crate::sqlite::resolve_now(&pools.path, domain, code, &pools.codes),
+            },
+            Backend::Postgres(pool) => {
+                crate::pg::resolve(&mut *pool.get().await?, domain, code).await
+            }
+        }
     }
 
-    /// On SQLite, the redirect's lookup done synchronously on the calling thread (microseconds,
-    /// no thread handoff); `None` on PostgreSQL, where callers use [`Store::resolve`].
-    pub fn resolve_now(
+    /// The redirect index's answer alone, for tests that hold it against the database's: `None`
+    /// when there is no index, `Some(None)` when no link has the code.
+    #[cfg(feature = "testing")]
+    pub fn resolve_in_memory(&self, domain: &str, code: &str) -> Option<Option<RedirectTarget>> {
+        match &self.backend {
+            Backend::Sqlite(pools) => pools.index.get(domain, code),
+            Backend::Postgres(_) => None,
+        }
+    }
+
+    /// The database's answer alone (past the redirect index, if any), for tests that hold the
+    /// index against it.
+    #[cfg(feature = "testing")]
+    pub async fn resolve_in_database(
         &self,
         domain: &str,
         code: &str,
-    ) -> Option<Result<Option<RedirectTarget>, StorageError>> {
+    ) -> Result<Option<RedirectTarget>, StorageError> {
         match &self.backend {
-            Backend::Sqlite(pools) => Some(crate::sqlite::resolve_now(
-                sqlite_path(&self.url)?,
-                domain,
-                code,
-                &pools.codes,
-            )),
-            Backend::Postgres(_) => None,
+            Backend::Sqlite(pools) => {
+                crate::sqlite::resolve_now(&pools.path, domain, code, &pools.codes)
+            }
+            Backend::Postgres(_) => self.resolve(domain, code).await,
+        }
+    }
+
+    /// Whether [`Store::resolve`] answers from memory (a SQLite store with its redirect index
+    /// loaded and within budget), exactly: a cache in front of it would only cost.
+    pub fn resolves_in_memory(&self) -> bool {
+        match &self.backend {
+            Backend::Sqlite(pools) => pools.index.is_loaded(),
+            Backend::Postgres(_) => false,
         }
     }
 
@@ -461,7 +579,7 @@ impl Store {
             return Ok(false);
         };
         let pools = pools.clone();
-        let path = sqlite_path(&self.url).unwrap_or_default().to_owned();
+        let path = pools.path.clone();
         self.detached(|_| async move {
             // Holding the writer, no change of this store's can slip between the pages read and
             // the install; one of another connection's shows in `data_version`, which the recent
@@ -481,16 +599,6 @@ impl Store {
             Ok(loaded)
         })
         .await
-    }
-
-    /// The link a redirect for `code` on `domain` follows, from the redirect index: `None` when
-    /// there is no index (see [`Store::load_redirect_index`]), `Some(None)` when no link has the
-    /// code.
-    pub fn resolve_in_memory(&self, domain: &str, code: &str) -> Option<Option<RedirectTarget>> {
-        match &self.backend {
-            Backend::Sqlite(pools) => pools.index.get(domain, code),
-            Backend::Postgres(_) => None,
-        }
     }
 
     /// Up to `limit` of the workspace's links, newest first, older than `before` when given.
@@ -588,7 +696,7 @@ impl Store {
             return Ok(false);
         };
         let pools = pools.clone();
-        let path = sqlite_path(&self.url).unwrap_or_default().to_owned();
+        let path = pools.path.clone();
         self.detached(|_| async move {
             let mut conn = pools.writer.get().await?;
             if pools.journal.is_active() {

@@ -163,17 +163,14 @@ fn validate(
     }
 }
 
-/// What a client learns of one stored link; the cache forgets a negative entry for its code.
+/// What a client learns of one stored link.
 fn outcome(
     state: &AppState,
     outcome: CreateOutcome,
     slug: Option<String>,
 ) -> Result<LinkView, ApiError> {
     match outcome {
-        CreateOutcome::Created(link) => {
-            state.links.invalidate(link.short_code.as_str());
-            Ok(link.view(state.base()))
-        }
+        CreateOutcome::Created(link) => Ok(link.view(state.base())),
         CreateOutcome::SlugConflict => Err(ApiError::SlugConflict(slug.unwrap_or_default())),
     }
 }
@@ -187,7 +184,7 @@ async fn store_links(
         .iter()
         .map(|l| l.slug.as_ref().map(Slug::to_string))
         .collect();
-    let outcomes = state.creator.create(links).await?;
+    let outcomes = state.service.create_links(links).await?;
     Ok(outcomes
         .into_iter()
         .zip(slugs)
@@ -335,16 +332,10 @@ async fn update(
     let destination = Destination::parse(&body.destination, state.base())
         .map_err(|e| ApiError::field("destination", e))?;
     let link = state
-        .store
-        .update_destination(
-            auth.workspace.id,
-            &LinkRef::parse(&path),
-            state.domain(),
-            &destination,
-        )
+        .service
+        .update_destination(auth.workspace.id, &LinkRef::parse(&path), &destination)
         .await?
         .ok_or(ApiError::NotFound("link"))?;
-    state.links.invalidate(link.short_code.as_str());
     Ok(ok(link.view(state.base())))
 }
 
@@ -356,10 +347,9 @@ async fn delete(
     path: Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     let link = state
-        .store
-        .delete_link(auth.workspace.id, &LinkRef::parse(&path), state.domain())
+        .service
+        .delete_link(auth.workspace.id, &LinkRef::parse(&path))
         .await?
         .ok_or(ApiError::NotFound("link"))?;
-    state.links.invalidate(link.short_code.as_str());
     Ok(ok(link.view(state.base())))
 }

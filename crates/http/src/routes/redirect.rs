@@ -1,5 +1,6 @@
-//! `GET /{shortCode}`: the hot path. A cache hit answers without touching the database; the click
-//! is recorded in memory and written later in a batch.
+//! `GET /{shortCode}`: the hot path. The service resolves the code (from memory, or through its
+//! cache; see `shortlink_service::Service::resolve`) and records the click in memory, written
+//! later in a batch; this module judges the request (method, bots) and answers it.
 //!
 //! The redirect is the application's default service, not a `/{code}` resource: matching a
 //! dynamic segment runs the router's regular expression on every request (3 % of the server's
@@ -7,14 +8,13 @@
 //! code or a 404 anyway.
 
 use std::borrow::Cow;
-use std::sync::{Arc, LazyLock};
+use std::sync::LazyLock;
 
 use actix_web::http::{Method, header};
 use actix_web::web::Data;
 use actix_web::{HttpRequest, HttpResponse};
-use shortlink_domain::{ClickInfo, Slug, Timestamp};
+use shortlink_domain::{ClickInfo, Timestamp};
 
-use crate::cache::{Cached, RedirectTarget};
 use crate::error::ApiError;
 use crate::state::AppState;
 
@@ -50,11 +50,11 @@ pub async fn redirect(state: Data<AppState>, req: HttpRequest) -> Result<HttpRes
     if req.method() != Method::GET && req.method() != Method::HEAD {
         return Err(ApiError::MethodNotAllowed { allow: "GET, HEAD" });
     }
-    let Some(target) = find(&state, &code).await? else {
+    let Some(target) = state.service.resolve(&code).await? else {
         return Ok(not_found_page());
     };
     if req.method() == Method::GET && !is_bot(&req) {
-        state.clicks.record(&target, || ClickInfo {
+        state.service.record_click(&target, || ClickInfo {
             timestamp: Timestamp::now(),
             referrer: header_text(&req, header::REFERER),
             user_agent: header_text(&req, header::USER_AGENT),
@@ -67,38 +67,6 @@ pub async fn redirect(state: Data<AppState>, req: HttpRequest) -> Result<HttpRes
         ))
         .insert_header((header::CACHE_CONTROL, "private, no-cache"))
         .finish())
-}
-
-async fn find(state: &AppState, code: &str) -> Result<Option<Arc<RedirectTarget>>, ApiError> {
-    // A store that holds every link in memory answers exactly, at once: no cache in front.
-    if let Some(found) = state.store.resolve_in_memory(state.domain(), code) {
-        return Ok(found.map(Arc::new));
-    }
-    match state.links.get(code) {
-        Cached::Found(target) => return Ok(Some(target)),
-        Cached::Absent => return Ok(None),
-        Cached::Unknown => {}
-    }
-    // A path that could never be a slug never reaches the database, nor the negative cache.
-    if Slug::parse(code).is_err() {
-        return Ok(None);
-    }
-    // On SQLite the lookup runs right here, which beats handing it to another thread.
-    let found = match state.store.resolve_now(state.domain(), code) {
-        Some(result) => result?,
-        None => state.store.resolve(state.domain(), code).await?,
-    };
-    match found {
-        Some(target) => {
-            let target = Arc::new(target);
-            state.links.insert(code, target.clone());
-            Ok(Some(target))
-        }
-        None => {
-            state.links.insert_absent(code);
-            Ok(None)
-        }
-    }
 }
 
 /// The one segment of `/{segment}`, percent-decoded; `None` for `/` and deeper paths.

@@ -173,7 +173,7 @@ async fn create(
     };
     state.store.create_webhook(&hook).await?;
     if hook.events.contains(&EventKind::LinkClicked) {
-        state.clicks.listen(hook.workspace_id);
+        state.service.listen_to_clicks(hook.workspace_id);
     }
     Ok(ok(WebhookView::new(&hook, true)))
 }

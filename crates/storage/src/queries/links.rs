@@ -14,9 +14,9 @@ use shortlink_domain::{
 use super::{Backend, Conn, begin_creation, insert_new_links, lock_for_writing, outbox};
 use crate::click_journal::{ClickJournal, reading};
 use crate::recent_codes::{Lookup, RecentCodes};
-use crate::rows::{LinkRow, NewLinkRow, RedirectRow, found, with_clicks};
+use crate::rows::{LinkRow, NewLinkRow, RedirectRow, with_clicks};
 use crate::schema::{link_codes, link_codes_folded, links};
-use crate::{CounterKey, CreateOutcome, NewLink, RedirectTarget, StorageError};
+use crate::{CounterKey, CreateOutcome, NewLink, StorageError};
 
 /// Generated slugs collide with probability ~n/62^7; after this many fresh draws for one link
 /// something else is wrong.
@@ -224,22 +224,8 @@ async fn find(
         .optional()?)
 }
 
-/// The redirect's lookup: by domain and code, across workspaces.
-pub(crate) async fn resolve(
-    c: &mut Conn,
-    domain: &str,
-    code: &str,
-    codes: Option<&RecentCodes>,
-) -> Result<Option<RedirectTarget>, StorageError> {
-    let recent = recent_seq(c, domain, code, codes).await?;
-    found(
-        by_code(domain, code, recent).get_result(c).await,
-        RedirectRow::into_target,
-    )
-}
-
 /// The link with `code` on `domain`, whoever owns it (`recent` as for [`by_ref`]): the one query
-/// behind [`resolve`] and SQLite's synchronous redirect lookup.
+/// behind the redirect's lookup on either backend.
 pub(crate) fn by_code<'a>(
     domain: &'a str,
     code: &'a str,

@@ -43,17 +43,15 @@ async fn assert_found(store: &Store, ws: &Workspace, link: &Link) {
         resolved.map(|t| t.destination),
         Some(link.destination.clone())
     );
-    if let Some(now) = store.resolve_now(base().domain(), code) {
-        assert!(now.unwrap().is_some(), "{code} by the synchronous lookup");
-    }
+    let in_database = store.resolve_in_database(base().domain(), code).await;
+    assert!(in_database.unwrap().is_some(), "{code} in the database");
 }
 
 async fn assert_gone(store: &Store, ws: &Workspace, code: &str) {
     assert_eq!(by_code(store, ws, code).await, None);
     assert_eq!(store.resolve(base().domain(), code).await.unwrap(), None);
-    if let Some(now) = store.resolve_now(base().domain(), code) {
-        assert_eq!(now.unwrap(), None);
-    }
+    let in_database = store.resolve_in_database(base().domain(), code).await;
+    assert_eq!(in_database.unwrap(), None);
 }
 
 /// Rows of SQLite's code index, read without any store.

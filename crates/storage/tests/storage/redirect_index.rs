@@ -10,7 +10,10 @@ use crate::{TestDatabase, base, create, each_backend, new_link, workspace};
 async fn assert_index_agrees(store: &Store, code: &str) {
     let base = base();
     let in_memory = store.resolve_in_memory(base.domain(), code);
-    let in_database = store.resolve(base.domain(), code).await.unwrap();
+    let in_database = store
+        .resolve_in_database(base.domain(), code)
+        .await
+        .unwrap();
     assert_eq!(in_memory, Some(in_database), "code {code}");
 }
 

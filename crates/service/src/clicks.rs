@@ -13,7 +13,7 @@
 //! disabled anywhere counts within a [`FLUSH_INTERVAL`] of clicks; one created through this
 //! server counts at once.
 //!
-//! Pending clicks are sharded by recording thread: each actix worker keeps to a shard of its own,
+//! Pending clicks are sharded by recording thread: each server worker keeps to a shard of its own,
 //! so workers never wait for each other's lock (a contended lock puts a worker to sleep, and its
 //! connections wait for it to be woken: that showed in the redirect's tail latency). Only the
 //! flusher visits every shard.
@@ -24,10 +24,8 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use shortlink_domain::{BaseUrl, ClickInfo, EventKind, WorkspaceId};
-use shortlink_storage::{ClickBatch, CounterKey, LinkClicks, Store};
+use shortlink_storage::{ClickBatch, CounterKey, LinkClicks, RedirectTarget, Store};
 use shortlink_webhooks::WakeHandle;
-
-use crate::cache::RedirectTarget;
 
 /// How often recorded clicks are written; the API shows a click within this much (plus the
 /// write itself).
@@ -79,7 +77,7 @@ fn add(pending: &mut Pending, link: LinkClicks) {
 
 /// Clicks recorded and not yet written.
 #[derive(Default)]
-pub struct ClickCounter {
+pub(crate) struct ClickCounter {
     shards: [Shard; SHARDS],
     /// Detailed clicks recorded since the last flush took them (plus details put back): past
     /// [`MAX_DETAILED_CLICKS`], clicks keep no details.
@@ -187,9 +185,8 @@ impl ClickCounter {
         Ok(())
     }
 
-    /// Flushes every [`FLUSH_INTERVAL`] until `stop` completes, then flushes what is left,
-    /// retrying for up to `drain_timeout` if the database is briefly unavailable. Returns
-    /// whether everything was written.
+    /// Flushes every [`FLUSH_INTERVAL`] until `stop` completes, then flushes what is left
+    /// ([`ClickCounter::drain`]). Returns whether everything was written.
     pub async fn run(
         &self,
         store: &Store,
@@ -211,6 +208,18 @@ impl ClickCounter {
                 () = &mut stop => break,
             }
         }
+        self.drain(store, base, webhooks, drain_timeout).await
+    }
+
+    /// Flushes what is left, retrying for up to `drain_timeout` if the database is briefly
+    /// unavailable. Returns whether everything was written.
+    pub async fn drain(
+        &self,
+        store: &Store,
+        base: &BaseUrl,
+        webhooks: &WakeHandle,
+        drain_timeout: Duration,
+    ) -> bool {
         let deadline = tokio::time::Instant::now() + drain_timeout;
         loop {
             match self.flush(store, base, webhooks).await {

@@ -20,7 +20,7 @@ use shortlink_storage::{CreateOutcome, DatabaseKind, NewLink, Store};
 use shortlink_webhooks::WakeHandle;
 use tokio::sync::{Mutex, mpsc, oneshot};
 
-use crate::error::ApiError;
+use crate::error::ServiceError;
 
 /// Links past which no further request joins a group.
 pub const MAX_GROUP: usize = 1000;
@@ -28,7 +28,7 @@ pub const MAX_GROUP: usize = 1000;
 /// Groups written at once on PostgreSQL.
 pub const POSTGRES_WRITERS: usize = 4;
 
-type Reply = oneshot::Sender<Result<Vec<CreateOutcome>, ApiError>>;
+type Reply = oneshot::Sender<Result<Vec<CreateOutcome>, ServiceError>>;
 
 struct Job {
     links: Vec<NewLink>,
@@ -36,7 +36,7 @@ struct Job {
 }
 
 /// The queue in front of the writer task.
-pub struct LinkCreator {
+pub(crate) struct LinkCreator {
     jobs: mpsc::Sender<Job>,
 }
 
@@ -64,14 +64,13 @@ impl LinkCreator {
 
     /// Creates `links` in one transaction, with whatever else joins its group; outcomes in input
     /// order.
-    pub async fn create(&self, links: Vec<NewLink>) -> Result<Vec<CreateOutcome>, ApiError> {
-        let stopped = || ApiError::Internal("the link writer stopped".into());
+    pub async fn create(&self, links: Vec<NewLink>) -> Result<Vec<CreateOutcome>, ServiceError> {
         let (reply, outcomes) = oneshot::channel();
         self.jobs
             .send(Job { links, reply })
             .await
-            .map_err(|_| stopped())?;
-        outcomes.await.map_err(|_| stopped())?
+            .map_err(|_| ServiceError::Stopped)?;
+        outcomes.await.map_err(|_| ServiceError::Stopped)?
     }
 }
 
@@ -108,15 +107,10 @@ async fn write(
             }
         }
         Err(e) => {
-            let unavailable = e.is_unavailable();
-            let cause = e.to_string();
-            tracing::warn!(error = %cause, "link creation failed");
+            tracing::warn!(error = %e, "link creation failed");
+            let e = std::sync::Arc::new(e);
             for (_, reply) in replies {
-                let _ = reply.send(Err(if unavailable {
-                    ApiError::Unavailable
-                } else {
-                    ApiError::Internal(cause.clone())
-                }));
+                let _ = reply.send(Err(ServiceError::Storage(e.clone())));
             }
         }
     }

@@ -1,12 +1,12 @@
 //! The redirect's cache: short code → where to send the client, plus a bounded negative cache of
 //! unknown codes so a scanner probing random paths does not reach the database for each.
 //!
-//! This process invalidates at once on PATCH and DELETE (and clears the negative entry when a
-//! code is created). Other instances on the same database see changes within the entries' time to
+//! This process invalidates at once when the service changes or deletes a link (and clears the
+//! negative entry when a code is created). Other instances on the same database see changes within the entries' time to
 //! live; a shared invalidation channel can shorten that later without changing callers.
 //!
-//! The caches are `quick_cache` (CLOCK-Pro eviction) rather than `moka`, which the rest of the
-//! crate uses: on the redirect, moka's bookkeeping (access-order deques, pending-task draining)
+//! The caches are `quick_cache` (CLOCK-Pro eviction) rather than `moka`, which the HTTP crate
+//! uses for its key cache: on the redirect, moka's bookkeeping (access-order deques, pending-task draining)
 //! was about a tenth of the server's CPU, and a lookup here is most of the route's own work.
 //! The time to live is checked on read, against the time an entry was stored.
 
@@ -14,11 +14,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use quick_cache::sync::Cache;
-pub use shortlink_storage::RedirectTarget;
+use shortlink_storage::RedirectTarget;
 
 /// What the cache knows of a code.
 #[derive(Debug, Clone)]
-pub enum Cached {
+pub(crate) enum Cached {
     /// A link.
     Found(Arc<RedirectTarget>),
     /// Known not to exist (recently).
@@ -61,7 +61,7 @@ impl<V: Clone> Expiring<V> {
 }
 
 /// Bounded positive and negative caches.
-pub struct LinkCache {
+pub(crate) struct LinkCache {
     found: Expiring<Arc<RedirectTarget>>,
     absent: Expiring<()>,
 }
@@ -79,7 +79,7 @@ impl Default for LinkCache {
 
 impl LinkCache {
     /// Caches of the given capacities (entries) and lifetimes.
-    pub fn new(found: usize, absent: usize, found_ttl: Duration, absent_ttl: Duration) -> Self {
+    fn new(found: usize, absent: usize, found_ttl: Duration, absent_ttl: Duration) -> Self {
         Self {
             found: Expiring::new(found, found_ttl),
             absent: Expiring::new(absent, absent_ttl),

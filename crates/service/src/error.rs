@@ -1,0 +1,43 @@
+//! The service's error type. Which to use where: every fallible call of [`crate::Service`]
+//! returns [`ServiceError`]; storage errors become its `Storage` variant, and a server maps it
+//! (in `shortlink-http`, in the one table of its `ApiError`) to what a client sees.
+
+use std::sync::Arc;
+
+use shortlink_storage::StorageError;
+
+/// What went wrong in a use case.
+#[derive(Debug, thiserror::Error)]
+pub enum ServiceError {
+    /// Storage failed: unavailable for now ([`ServiceError::is_unavailable`]), or a bug or a
+    /// malformed database. Shared, because one failed group commit answers every request of its
+    /// group.
+    #[error(transparent)]
+    Storage(Arc<StorageError>),
+    /// The service's link writer has stopped: the runtime that started it is shutting down.
+    #[error("the link writer stopped")]
+    Stopped,
+    /// [`crate::Service::run`] was called while it already runs, or after it ran.
+    #[error("the service's background tasks run once")]
+    AlreadyRunning,
+    /// The HTTP client for webhook deliveries could not be built.
+    #[error("could not build the webhook client: {0}")]
+    Webhooks(#[from] shortlink_webhooks::SenderError),
+    /// Some clicks could not be written before the service stopped (the database stayed
+    /// unavailable for the whole drain timeout); they are lost.
+    #[error("some clicks could not be written before stopping")]
+    ClicksNotWritten,
+}
+
+impl ServiceError {
+    /// Whether this is a passing unavailability of the database rather than a bug.
+    pub fn is_unavailable(&self) -> bool {
+        matches!(self, ServiceError::Storage(e) if e.is_unavailable())
+    }
+}
+
+impl From<StorageError> for ServiceError {
+    fn from(e: StorageError) -> Self {
+        ServiceError::Storage(Arc::new(e))
+    }
+}

@@ -1,0 +1,288 @@
+//! [`Service`]: the one entry point of the use cases, and [`ServiceSettings`].
+
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use shortlink_domain::{BaseUrl, ClickInfo, Destination, Link, LinkRef, Slug, WorkspaceId};
+use shortlink_storage::{CreateOutcome, NewLink, RedirectTarget, Store};
+use shortlink_webhooks::{DeliveryWorker, WakeHandle, WorkerConfig};
+use tokio::sync::watch;
+
+use crate::ServiceError;
+use crate::cache::{Cached, LinkCache};
+use crate::clicks::ClickCounter;
+use crate::create::LinkCreator;
+
+/// How long a stop keeps retrying to write the last clicks by default.
+pub const CLICK_DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What a [`Service`] is built with, besides its store.
+#[derive(Debug, Clone)]
+pub struct ServiceSettings {
+    /// The public base of short URLs: its domain is the one codes are resolved on and links
+    /// created on, and event payloads carry short URLs under it.
+    pub base_url: BaseUrl,
+    /// How the webhook delivery worker runs.
+    pub webhooks: WorkerConfig,
+    /// How long a stop keeps retrying to write the last clicks while the database is
+    /// unavailable ([`CLICK_DRAIN_TIMEOUT`] by default).
+    pub click_drain_timeout: Duration,
+}
+
+impl ServiceSettings {
+    /// The defaults, for short URLs under `base_url`.
+    pub fn new(base_url: BaseUrl) -> Self {
+        Self {
+            base_url,
+            webhooks: WorkerConfig::default(),
+            click_drain_timeout: CLICK_DRAIN_TIMEOUT,
+        }
+    }
+}
+
+/// shortlink's use cases over a [`Store`]: resolve a code (with a cache where the store needs
+/// one), count clicks exactly (in memory, written in batches), create links (group commit),
+/// deliver webhooks. Cheap to clone: clones share everything.
+///
+/// Its background tasks (the click flusher, the webhook worker) run in [`Service::run`]; clicks
+/// recorded and links created work without them, and [`Service::shutdown`] writes whatever is
+/// pending and leaves the database complete.
+#[derive(Clone)]
+pub struct Service {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    store: Store,
+    settings: ServiceSettings,
+    /// Code → redirect target, with negative entries, where the store does not answer from
+    /// memory.
+    cache: LinkCache,
+    clicks: ClickCounter,
+    creator: LinkCreator,
+    /// Woken after events were written to the outbox, so delivery starts at once.
+    wake: WakeHandle,
+    /// Taken by [`Service::run`].
+    worker: Mutex<Option<DeliveryWorker<Store>>>,
+}
+
+impl std::fmt::Debug for Service {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Service")
+            .field("store", &self.inner.store)
+            .field("settings", &self.inner.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Service {
+    /// The service over `store` (opened with [`Store::open`]). Starts the link writer on the
+    /// current tokio runtime, so it must be called within one.
+    pub fn new(store: Store, settings: ServiceSettings) -> Result<Self, ServiceError> {
+        let wake = WakeHandle::new();
+        let worker = DeliveryWorker::new(store.clone(), settings.webhooks.clone())?
+            .with_wake_handle(wake.clone());
+        let creator = LinkCreator::spawn(store.clone(), settings.base_url.clone(), wake.clone());
+        Ok(Self {
+            inner: Arc::new(Inner {
+                store,
+                settings,
+                cache: LinkCache::default(),
+                clicks: ClickCounter::default(),
+                creator,
+                wake,
+                worker: Mutex::new(Some(worker)),
+            }),
+        })
+    }
+
+    /// The store, for what is not a use case of its own here (workspaces, keys, reads).
+    pub fn store(&self) -> &Store {
+        &self.inner.store
+    }
+
+    /// The public base of short URLs.
+    pub fn base_url(&self) -> &BaseUrl {
+        &self.inner.settings.base_url
+    }
+
+    /// The short domain (`host[:port]`) codes are resolved and links created on.
+    pub fn domain(&self) -> &str {
+        self.inner.settings.base_url.domain()
+    }
+
+    /// The link a redirect for `code` follows. A store that holds every link in memory
+    /// answers exactly, at once, with no cache in front; otherwise the cache answers (found, or
+    /// known absent), and on a miss the store reads once and the cache remembers the answer. A
+    /// code that could never be a slug never reaches the database, nor the negative cache.
+    pub async fn resolve(&self, code: &str) -> Result<Option<Arc<RedirectTarget>>, ServiceError> {
+        let (store, cache) = (&self.inner.store, &self.inner.cache);
+        if store.resolves_in_memory() {
+            return Ok(store.resolve(self.domain(), code).await?.map(Arc::new));
+        }
+        match cache.get(code) {
+            Cached::Found(target) => return Ok(Some(target)),
+            Cached::Absent => return Ok(None),
+            Cached::Unknown => {}
+        }
+        if Slug::parse(code).is_err() {
+            return Ok(None);
+        }
+        match store.resolve(self.domain(), code).await? {
+            Some(target) => {
+                let target = Arc::new(target);
+                cache.insert(code, target.clone());
+                Ok(Some(target))
+            }
+            None => {
+                cache.insert_absent(code);
+                Ok(None)
+            }
+        }
+    }
+
+    /// Counts one click on `link` (from [`Service::resolve`]), in memory: no I/O, no await.
+    /// `details` runs only when the link's workspace has an endpoint subscribed to
+    /// `link.clicked`, and while the detail budget lasts (see [`crate::MAX_DETAILED_CLICKS`]).
+    /// The click is written within [`crate::FLUSH_INTERVAL`] while [`Service::run`] runs, and
+    /// by [`Service::shutdown`] at the latest.
+    pub fn record_click(&self, link: &RedirectTarget, details: impl FnOnce() -> ClickInfo) {
+        self.inner.clicks.record(link, details);
+    }
+
+    /// From now on, clicks in `workspace` keep their details (an endpoint subscribed to
+    /// `link.clicked` was just created there).
+    pub fn listen_to_clicks(&self, workspace: WorkspaceId) {
+        self.inner.clicks.listen(workspace);
+    }
+
+    /// Writes the clicks recorded so far now (the flusher of [`Service::run`] does every
+    /// [`crate::FLUSH_INTERVAL`]). On failure they stay pending.
+    pub async fn flush_clicks(&self) -> Result<(), ServiceError> {
+        let inner = &self.inner;
+        let base = &inner.settings.base_url;
+        Ok(inner.clicks.flush(&inner.store, base, &inner.wake).await?)
+    }
+
+    /// Creates links on the service's domain in one transaction shared with concurrent
+    /// creations (group commit, see `create.rs`), each succeeding or failing on its own;
+    /// outcomes in input order. The cache forgets what it knew of the new codes.
+    pub async fn create_links(
+        &self,
+        links: Vec<NewLink>,
+    ) -> Result<Vec<CreateOutcome>, ServiceError> {
+        let outcomes = self.inner.creator.create(links).await?;
+        for outcome in &outcomes {
+            if let CreateOutcome::Created(link) = outcome {
+                self.inner.cache.invalidate(link.short_code.as_str());
+            }
+        }
+        Ok(outcomes)
+    }
+
+    /// Points one of the workspace's links elsewhere; `None` when it is not the workspace's.
+    /// Redirects follow at once.
+    pub async fn update_destination(
+        &self,
+        workspace: WorkspaceId,
+        link: &LinkRef,
+        destination: &Destination,
+    ) -> Result<Option<Link>, ServiceError> {
+        let store = &self.inner.store;
+        let changed = store
+            .update_destination(workspace, link, self.domain(), destination)
+            .await?;
+        self.forget(changed.as_ref());
+        Ok(changed)
+    }
+
+    /// Deletes one of the workspace's links and returns it; `None` when it is not the
+    /// workspace's. Redirects answer not found at once.
+    pub async fn delete_link(
+        &self,
+        workspace: WorkspaceId,
+        link: &LinkRef,
+    ) -> Result<Option<Link>, ServiceError> {
+        let deleted = self
+            .inner
+            .store
+            .delete_link(workspace, link, self.domain())
+            .await?;
+        self.forget(deleted.as_ref());
+        Ok(deleted)
+    }
+
+    fn forget(&self, link: Option<&Link>) {
+        if let Some(link) = link {
+            self.inner.cache.invalidate(link.short_code.as_str());
+        }
+    }
+
+    /// Runs the background tasks until `stop` completes: the click flusher (a write every
+    /// [`crate::FLUSH_INTERVAL`], and the click journal's folds when due) and the webhook
+    /// delivery worker. Then writes the clicks still pending (retrying while the database is
+    /// briefly unavailable, up to [`ServiceSettings::click_drain_timeout`]) and lets webhook
+    /// attempts in flight finish. Runs once per service ([`ServiceError::AlreadyRunning`]).
+    /// Follow it with [`Service::shutdown`].
+    pub async fn run(
+        &self,
+        stop: impl Future<Output = ()> + Send + 'static,
+    ) -> Result<(), ServiceError> {
+        let worker = self
+            .inner
+            .worker
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
+            .ok_or(ServiceError::AlreadyRunning)?;
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let stopped = |mut rx: watch::Receiver<bool>| async move {
+            let _ = rx.wait_for(|stop| *stop).await;
+        };
+        let worker = tokio::spawn(worker.run(stopped(stop_rx.clone())));
+        let flusher = {
+            let service = self.clone();
+            let stop = stopped(stop_rx);
+            tokio::spawn(async move {
+                let inner = &service.inner;
+                let (base, drain) = (&inner.settings.base_url, inner.settings.click_drain_timeout);
+                (inner.clicks)
+                    .run(&inner.store, base, &inner.wake, stop, drain)
+                    .await
+            })
+        };
+        stop.await;
+        let _ = stop_tx.send(true);
+        let written = flusher.await.unwrap_or(false);
+        let _ = worker.await;
+        if written {
+            Ok(())
+        } else {
+            Err(ServiceError::ClicksNotWritten)
+        }
+    }
+
+    /// Stops for good, once nothing records clicks or creates links any more (after
+    /// [`Service::run`] returned, if it ran): writes the clicks still pending, then ends the
+    /// store's use ([`Store::shutdown`]: on SQLite the click journal and the recent codes are
+    /// folded into the file). The counts are then exact in the database.
+    pub async fn shutdown(&self) -> Result<(), ServiceError> {
+        let inner = &self.inner;
+        let (base, drain) = (&inner.settings.base_url, inner.settings.click_drain_timeout);
+        let written = inner
+            .clicks
+            .drain(&inner.store, base, &inner.wake, drain)
+            .await;
+        if let Err(e) = inner.store.shutdown().await {
+            // Nothing is lost: the journal and `links` hold everything, and the next start
+            // folds them.
+            tracing::warn!(error = %e, "could not fold clicks or short codes before stopping");
+        }
+        if written {
+            Ok(())
+        } else {
+            Err(ServiceError::ClicksNotWritten)
+        }
+    }
+}
