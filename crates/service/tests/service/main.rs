@@ -1,0 +1,200 @@
+//! The service over real databases: SQLite as its file's server (the redirect index answers),
+//! SQLite as any other store (the cache answers), and PostgreSQL when `TEST_POSTGRES_URL` is set.
+#![expect(
+    clippy::unwrap_used,
+    reason = "a test fails by panicking, and helpers are part of tests"
+)]
+
+use shortlink_domain::{
+    BaseUrl, ClickInfo, Destination, LinkId, LinkRef, RateLimit, Slug, Timestamp, Workspace,
+    WorkspaceId,
+};
+use shortlink_service::{Service, ServiceError, ServiceSettings};
+use shortlink_storage::testing::TestDatabase;
+use shortlink_storage::{CreateOutcome, NewLink, ServerOptions, Store, StoreOptions};
+
+fn base() -> BaseUrl {
+    BaseUrl::parse("https://sho.rt").unwrap()
+}
+
+/// Every configuration a service runs on, each with a fresh database, and whether its store
+/// answers from memory.
+async fn services(test: &str) -> Vec<(TestDatabase, Service, bool)> {
+    let mut services = Vec::new();
+    let server = TestDatabase::sqlite();
+    let options = StoreOptions {
+        server: Some(ServerOptions::default()),
+        ..StoreOptions::default()
+    };
+    let store = Store::open(&server.url, options).await.unwrap();
+    services.push((server, store, true));
+    for db in TestDatabase::all(test).await {
+        let store = db.store().await;
+        services.push((db, store, false));
+    }
+    services
+        .into_iter()
+        .map(|(db, store, in_memory)| {
+            assert_eq!(store.resolves_in_memory(), in_memory);
+            let service = Service::new(store, ServiceSettings::new(base())).unwrap();
+            (db, service, in_memory)
+        })
+        .collect()
+}
+
+async fn workspace(store: &Store) -> Workspace {
+    let workspace = Workspace {
+        id: WorkspaceId::generate(),
+        name: "acme".into(),
+        rate_limit: RateLimit::default(),
+        created_at: Timestamp::now(),
+    };
+    store.create_workspace(&workspace).await.unwrap();
+    workspace
+}
+
+fn new_link(workspace: &Workspace, slug: &str, destination: &str) -> NewLink {
+    NewLink {
+        id: LinkId::generate(),
+        workspace_id: workspace.id,
+        domain: base().domain().to_owned(),
+        slug: Some(Slug::parse(slug).unwrap()),
+        destination: Destination::parse(destination, &base()).unwrap(),
+        created_at: Timestamp::now(),
+    }
+}
+
+fn click() -> ClickInfo {
+    ClickInfo {
+        timestamp: Timestamp::now(),
+        referrer: None,
+        user_agent: None,
+    }
+}
+
+async fn destination(service: &Service, code: &str) -> Option<String> {
+    let target = service.resolve(code).await.unwrap();
+    target.map(|t| t.destination.as_str().to_owned())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resolve_follows_every_change_the_service_makes() {
+    for (_db, service, _) in services("resolve_follows_every_change_the_service_makes").await {
+        let acme = workspace(service.store()).await;
+        // Remembered as absent where there is a cache: the creation must make it forget.
+        assert_eq!(destination(&service, "spring").await, None);
+        let outcomes = service
+            .create_links(vec![
+                new_link(&acme, "spring", "https://example.com/1"),
+                new_link(&acme, "spring", "https://example.com/2"),
+            ])
+            .await
+            .unwrap();
+        assert!(matches!(outcomes[0], CreateOutcome::Created(_)));
+        assert_eq!(outcomes[1], CreateOutcome::SlugConflict);
+        let found = destination(&service, "spring").await;
+        assert_eq!(found.as_deref(), Some("https://example.com/1"));
+
+        let code = LinkRef::Code("spring".into());
+        let moved = Destination::parse("https://example.com/moved", &base()).unwrap();
+        let changed = service.update_destination(acme.id, &code, &moved).await;
+        assert_eq!(changed.unwrap().unwrap().destination, moved);
+        let found = destination(&service, "spring").await;
+        assert_eq!(found.as_deref(), Some("https://example.com/moved"));
+
+        assert!(service.delete_link(acme.id, &code).await.unwrap().is_some());
+        assert_eq!(destination(&service, "spring").await, None);
+        assert_eq!(service.delete_link(acme.id, &code).await.unwrap(), None);
+        assert_eq!(destination(&service, "not/a/slug").await, None);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_click_recorded_is_counted_once_stopped() {
+    for (_db, service, _) in services("every_click_recorded_is_counted_once_stopped").await {
+        let acme = workspace(service.store()).await;
+        let outcomes = service
+            .create_links(vec![
+                new_link(&acme, "one", "https://example.com/1"),
+                new_link(&acme, "two", "https://example.com/2"),
+            ])
+            .await
+            .unwrap();
+        let (one, two) = (
+            service.resolve("one").await.unwrap().unwrap(),
+            service.resolve("two").await.unwrap().unwrap(),
+        );
+
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let running = tokio::spawn({
+            let service = service.clone();
+            async move {
+                service
+                    .run(async {
+                        let _ = stopped.await;
+                    })
+                    .await
+            }
+        });
+        std::thread::scope(|s| {
+            for _ in 0..4 {
+                s.spawn(|| {
+                    for _ in 0..250 {
+                        service.record_click(&one, click);
+                    }
+                    service.record_click(&two, click);
+                });
+            }
+        });
+        stop.send(()).unwrap();
+        running.await.unwrap().unwrap();
+        assert!(matches!(
+            service.run(async {}).await,
+            Err(ServiceError::AlreadyRunning)
+        ));
+        // Clicks recorded after the background tasks stopped are written by the shutdown.
+        service.record_click(&two, click);
+        service.shutdown().await.unwrap();
+
+        let clicks = |outcome: &CreateOutcome| {
+            let CreateOutcome::Created(link) = outcome else {
+                panic!("created")
+            };
+            let (service, id) = (service.clone(), link.id);
+            async move {
+                let link = service
+                    .store()
+                    .get_link(acme.id, &LinkRef::Id(id), service.domain())
+                    .await
+                    .unwrap()
+                    .unwrap();
+                link.clicks
+            }
+        };
+        assert_eq!(
+            (clicks(&outcomes[0]).await, clicks(&outcomes[1]).await),
+            (1000, 5)
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_storage_failure_is_a_service_error() {
+    let db = TestDatabase::sqlite();
+    let store = db.store().await;
+    let service = Service::new(store, ServiceSettings::new(base())).unwrap();
+    // No such workspace: the foreign key refuses the link, and the whole group fails.
+    let orphan = Workspace {
+        id: WorkspaceId::generate(),
+        name: "ghost".into(),
+        rate_limit: RateLimit::default(),
+        created_at: Timestamp::now(),
+    };
+    let failed = service
+        .create_links(vec![new_link(&orphan, "orphan", "https://example.com/")])
+        .await;
+    let Err(ServiceError::Storage(e)) = failed else {
+        panic!("a storage error, not {failed:?}")
+    };
+    assert!(!e.is_unavailable(), "{e}");
+}
