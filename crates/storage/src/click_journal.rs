@@ -5,7 +5,7 @@
 //! per clicked link. With a million links clicked at random, each flush (four a second) dirtied
 //! nearly every page of the counters, and writing and checkpointing those pages was most of the
 //! server's CPU per redirect beyond the lookup. The same clicks folded in once every
-//! [`FOLD_INTERVAL`] cost a tenth as much per click (docs/PERFORMANCE.md).
+//! [`FOLD_INTERVAL`](crate::model::FOLD_INTERVAL) cost a tenth as much per click (docs/PERFORMANCE.md).
 //!
 //! How it stays exact:
 //! - A flush appends one row (its `(counter, clicks)` pairs, varint-encoded) in the transaction
@@ -35,16 +35,6 @@ use std::time::{Duration, Instant};
 use tokio::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use crate::StorageError;
-
-/// How long journaled clicks wait for a fold by default (a server's `--click-fold-seconds`).
-///
-/// A fold costs a B-tree search and a row write per link it touches, however many clicks that
-/// link had, so the longer clicks wait, the less a click costs: with clicks spread over a
-/// million links, a fold every 5 s touched 0.85 of a counter per click, one every 60 s touches
-/// about 0.2 at the same rate (docs/PERFORMANCE.md). The price is paid elsewhere: another
-/// process reading the file sees counters up to this old, and a crash leaves this much journal
-/// for the next start to fold (a few megabytes at most).
-pub const FOLD_INTERVAL: Duration = Duration::from_secs(60);
 
 /// Consecutive counter keys per block of [`Unfolded`]: 8 KiB of counts.
 const BLOCK: usize = 1024;

@@ -4,6 +4,7 @@ mod checkpoint;
 mod click_journal;
 mod error;
 mod migrate;
+mod model;
 mod pg;
 mod pool;
 mod recent_codes;
@@ -15,10 +16,10 @@ mod store;
 #[cfg(feature = "testing")]
 pub mod testing;
 
-pub use click_journal::FOLD_INTERVAL as CLICK_FOLD_INTERVAL;
 pub use error::StorageError;
-pub use store::{
+pub use model::{
     AuthenticatedKey, ClickBatch, CounterKey, CreateOutcome, DEFAULT_REDIRECT_INDEX_MIB,
-    DatabaseKind, LinkClicks, NewLink, PoolOptions, RedirectTarget, ServerOptions, Store,
-    StoreOptions,
+    DatabaseKind, FOLD_INTERVAL as CLICK_FOLD_INTERVAL, LinkClicks, NewLink, PoolOptions,
+    RedirectTarget, ServerOptions, StoreOptions,
 };
+pub use store::Store;

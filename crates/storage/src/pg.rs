@@ -64,7 +64,7 @@ pub(crate) async fn resolve(
     c: &mut Conn,
     domain: &str,
     code: &str,
-) -> Result<Option<crate::RedirectTarget>, crate::StorageError> {
+) -> Result<Option<crate::model::RedirectTarget>, crate::StorageError> {
     crate::rows::found(
         queries::by_code(domain, code, None).get_result(c).await,
         crate::rows::RedirectRow::into_target,

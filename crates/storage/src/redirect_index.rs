@@ -25,7 +25,7 @@ use hashbrown::{DefaultHashBuilder, HashTable};
 use memmap2::{MmapMut, MmapOptions};
 use shortlink_domain::{Destination, WorkspaceId};
 
-use crate::{CounterKey, RedirectTarget};
+use crate::model::{CounterKey, RedirectTarget};
 
 /// Arena chunk size: one huge page ([`new_chunk`]). A record never spans two chunks, so this
 /// bounds a record's size: a code of at most 64 bytes and a destination of at most 8,192

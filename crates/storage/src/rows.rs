@@ -11,9 +11,10 @@ use shortlink_domain::{
     WorkspaceId,
 };
 
+use crate::StorageError;
 use crate::click_journal::{ClickJournal, with_unfolded};
+use crate::model::{CounterKey, RedirectTarget};
 use crate::schema::{api_keys, link_clicks, links, webhook_deliveries, webhooks, workspaces};
-use crate::{CounterKey, RedirectTarget, StorageError};
 
 /// What a lookup by a unique key found, as a domain record: `None` when no row matched, an error
 /// when the query failed or the row does not convert.

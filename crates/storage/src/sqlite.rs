@@ -445,7 +445,7 @@ pub(crate) fn resolve_now(
     domain: &str,
     code: &str,
     codes: &RecentCodes,
-) -> Result<Option<crate::RedirectTarget>, crate::StorageError> {
+) -> Result<Option<crate::model::RedirectTarget>, crate::StorageError> {
     use std::cell::RefCell;
     use std::collections::HashMap;
 

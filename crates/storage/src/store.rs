@@ -1,9 +1,9 @@
 //! [`Store`]: the one storage API, whichever database is underneath.
 
 use shortlink_domain::{
-    ApiKey, ApiKeyHash, ApiKeyId, AttemptRecord, BaseUrl, ClaimedDelivery, ClickInfo, Delivery,
-    DeliveryQueue, Destination, EventKind, Link, LinkId, LinkRef, MessageId, Slug, Timestamp,
-    Webhook, WebhookId, Workspace, WorkspaceId,
+    ApiKey, ApiKeyHash, ApiKeyId, AttemptRecord, BaseUrl, ClaimedDelivery, Delivery, DeliveryQueue,
+    Destination, EventKind, Link, LinkId, LinkRef, MessageId, Timestamp, Webhook, WebhookId,
+    Workspace, WorkspaceId,
 };
 
 use std::collections::HashSet;
@@ -11,142 +11,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::click_journal::ClickJournal;
+use crate::model::{
+    AuthenticatedKey, ClickBatch, CounterKey, CreateOutcome, DatabaseKind, NewLink, PoolOptions,
+    RedirectTarget, StoreOptions,
+};
 use crate::pool::{self, PgPool, SqlitePool};
 use crate::recent_codes::RecentCodes;
 use crate::redirect_index::RedirectIndex;
 use crate::{StorageError, migrate};
-
-/// Which database a [`Store`] speaks to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DatabaseKind {
-    /// An embedded SQLite file.
-    Sqlite,
-    /// A PostgreSQL server.
-    Postgres,
-}
-
-/// Pool sizing.
-#[derive(Debug, Clone, Copy)]
-pub struct PoolOptions {
-    /// PostgreSQL connections, or SQLite reader connections (SQLite always has one writer).
-    pub max_connections: usize,
-}
-
-impl Default for PoolOptions {
-    fn default() -> Self {
-        Self {
-            max_connections: 16,
-        }
-    }
-}
-
-/// Enough for about a million links with destinations of 60 characters: the redirect index's
-/// default budget ([`ServerOptions::redirect_index_mib`]).
-pub const DEFAULT_REDIRECT_INDEX_MIB: usize = 128;
-
-/// How [`Store::open`] sets a store up.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct StoreOptions {
-    /// Pool sizing.
-    pub pool: PoolOptions,
-    /// Set the store up as its database's one server (see [`ServerOptions`]); `None` for any
-    /// other user of the database (a command-line tool, a test), which counts clicks in place.
-    pub server: Option<ServerOptions>,
-}
-
-/// What a SQLite file's one server keeps in memory, and for how long; nothing on PostgreSQL,
-/// whose links and counters several servers share.
-#[derive(Debug, Clone, Copy)]
-pub struct ServerOptions {
-    /// MiB of memory for every link's redirect target (0: none; [`Store::resolve`] then reads
-    /// the database). See [`Store::load_redirect_index`].
-    pub redirect_index_mib: usize,
-    /// How often journaled clicks are folded into the file's counters: how old the counts
-    /// another process reads from the file may be. See [`Store::start_click_journal`].
-    pub click_fold_interval: Duration,
-}
-
-impl Default for ServerOptions {
-    fn default() -> Self {
-        Self {
-            redirect_index_mib: DEFAULT_REDIRECT_INDEX_MIB,
-            click_fold_interval: crate::click_journal::FOLD_INTERVAL,
-        }
-    }
-}
-
-/// A link to create. Without a slug, one is generated (and regenerated on collision).
-#[derive(Debug, Clone)]
-pub struct NewLink {
-    /// Its id.
-    pub id: LinkId,
-    /// Its owner.
-    pub workspace_id: WorkspaceId,
-    /// Its domain (`host[:port]`).
-    pub domain: String,
-    /// The client's custom slug, if any.
-    pub slug: Option<Slug>,
-    /// Where it points.
-    pub destination: Destination,
-    /// When it was created.
-    pub created_at: Timestamp,
-}
-
-/// What became of one link to create.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum CreateOutcome {
-    /// Stored.
-    Created(Link),
-    /// The custom slug is taken on that domain (possibly earlier in the same batch).
-    SlugConflict,
-}
-
-/// The key a request presented, and its workspace.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AuthenticatedKey {
-    /// The key.
-    pub key_id: ApiKeyId,
-    /// Its workspace.
-    pub workspace: Workspace,
-}
-
-/// Clicks to add to the counters, as gathered by the click batcher.
-#[derive(Debug, Clone, Default)]
-pub struct ClickBatch {
-    /// One entry per clicked link.
-    pub links: Vec<LinkClicks>,
-}
-
-/// The key of a link's click counter: the link's row number in this database. A link's counter
-/// is found through this key, not through the link's id, because the counters are written
-/// often and their table is kept narrow (see `docs/PERFORMANCE.md`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct CounterKey(pub i64);
-
-/// What a redirect needs of a link: where to send the client, and where its click is counted.
-/// Narrower than [`Link`] on purpose: it is looked up on every redirect the cache misses.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RedirectTarget {
-    /// The link's click counter, which also finds the link for its `link.clicked` events.
-    pub counter: CounterKey,
-    /// Its workspace, whose webhooks hear of the click.
-    pub workspace_id: WorkspaceId,
-    /// Where to send the client.
-    pub destination: Destination,
-}
-
-/// The clicks one link received.
-#[derive(Debug, Clone)]
-pub struct LinkClicks {
-    /// The link's click counter (from [`RedirectTarget::counter`]).
-    pub counter: CounterKey,
-    /// Its workspace (whose webhooks hear of the clicks).
-    pub workspace_id: WorkspaceId,
-    /// How many clicks to add.
-    pub count: u64,
-    /// Details of up to `count` of them, for `link.clicked` events.
-    pub clicks: Vec<ClickInfo>,
-}
 
 #[derive(Clone)]
 enum Backend {

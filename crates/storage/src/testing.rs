@@ -5,7 +5,8 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use crate::{DatabaseKind, PoolOptions, Store};
+use crate::Store;
+use crate::model::{DatabaseKind, PoolOptions};
 
 /// The variable that names the PostgreSQL server tests may create databases on.
 pub const TEST_POSTGRES_URL: &str = "TEST_POSTGRES_URL";

@@ -7,10 +7,11 @@ use diesel_async::{AsyncConnection, RunQueryDsl};
 use shortlink_domain::{BaseUrl, ClickInfo, Event, EventKind, Timestamp};
 
 use super::{Conn, count_clicks, outbox};
+use crate::StorageError;
 use crate::click_journal::ClickJournal;
+use crate::model::{ClickBatch, LinkClicks};
 use crate::rows::{LinkRow, with_clicks};
 use crate::schema::links;
-use crate::{ClickBatch, LinkClicks, StorageError};
 
 /// Adds each link's clicks to its counter (or, with an active journal, journals them) and
 /// writes `link.clicked` events for subscribed endpoints, all in one transaction: either the

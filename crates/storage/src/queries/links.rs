@@ -12,11 +12,12 @@ use shortlink_domain::{
 };
 
 use super::{Backend, Conn, begin_creation, insert_new_links, lock_for_writing, outbox};
+use crate::StorageError;
 use crate::click_journal::{ClickJournal, reading};
+use crate::model::{CounterKey, CreateOutcome, NewLink};
 use crate::recent_codes::{Lookup, RecentCodes};
 use crate::rows::{LinkRow, NewLinkRow, RedirectRow, with_clicks};
 use crate::schema::{link_codes, link_codes_folded, links};
-use crate::{CounterKey, CreateOutcome, NewLink, StorageError};
 
 /// Generated slugs collide with probability ~n/62^7; after this many fresh draws for one link
 /// something else is wrong.

@@ -5,9 +5,10 @@ use diesel_async::RunQueryDsl;
 use shortlink_domain::{ApiKey, ApiKeyHash, ApiKeyId, Workspace, WorkspaceId};
 
 use super::Conn;
+use crate::StorageError;
+use crate::model::AuthenticatedKey;
 use crate::rows::{ApiKeyRow, WorkspaceRow, found};
 use crate::schema::{api_keys, workspaces};
-use crate::{AuthenticatedKey, StorageError};
 
 pub(crate) async fn ping(c: &mut Conn) -> Result<(), StorageError> {
     diesel::select(1.into_sql::<diesel::sql_types::Integer>())

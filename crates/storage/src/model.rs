@@ -1,0 +1,150 @@
+//! The values the storage API takes and returns (the DTOs), beside the domain's records. The
+//! bottom of the crate: every other module may use these, and this one uses none of them.
+
+use std::time::Duration;
+
+use shortlink_domain::{
+    ApiKeyId, ClickInfo, Destination, Link, LinkId, Slug, Timestamp, Workspace, WorkspaceId,
+};
+
+/// How long journaled clicks wait for a fold by default (a server's `--click-fold-seconds`).
+///
+/// A fold costs a B-tree search and a row write per link it touches, however many clicks that
+/// link had, so the longer clicks wait, the less a click costs: with clicks spread over a
+/// million links, a fold every 5 s touched 0.85 of a counter per click, one every 60 s touches
+/// about 0.2 at the same rate (docs/PERFORMANCE.md; `click_journal.rs` has the how). The price is paid elsewhere: another
+/// process reading the file sees counters up to this old, and a crash leaves this much journal
+/// for the next start to fold (a few megabytes at most).
+pub const FOLD_INTERVAL: Duration = Duration::from_secs(60);
+
+/// Which database a `Store` speaks to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DatabaseKind {
+    /// An embedded SQLite file.
+    Sqlite,
+    /// A PostgreSQL server.
+    Postgres,
+}
+
+/// Pool sizing.
+#[derive(Debug, Clone, Copy)]
+pub struct PoolOptions {
+    /// PostgreSQL connections, or SQLite reader connections (SQLite always has one writer).
+    pub max_connections: usize,
+}
+
+impl Default for PoolOptions {
+    fn default() -> Self {
+        Self {
+            max_connections: 16,
+        }
+    }
+}
+
+/// Enough for about a million links with destinations of 60 characters: the redirect index's
+/// default budget ([`ServerOptions::redirect_index_mib`]).
+pub const DEFAULT_REDIRECT_INDEX_MIB: usize = 128;
+
+/// How `Store::open` sets a store up.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct StoreOptions {
+    /// Pool sizing.
+    pub pool: PoolOptions,
+    /// Set the store up as its database's one server (see [`ServerOptions`]); `None` for any
+    /// other user of the database (a command-line tool, a test), which counts clicks in place.
+    pub server: Option<ServerOptions>,
+}
+
+/// What a SQLite file's one server keeps in memory, and for how long; nothing on PostgreSQL,
+/// whose links and counters several servers share.
+#[derive(Debug, Clone, Copy)]
+pub struct ServerOptions {
+    /// MiB of memory for every link's redirect target (0: none; `Store::resolve` then reads
+    /// the database). See `Store::load_redirect_index`.
+    pub redirect_index_mib: usize,
+    /// How often journaled clicks are folded into the file's counters: how old the counts
+    /// another process reads from the file may be. See `Store::start_click_journal`.
+    pub click_fold_interval: Duration,
+}
+
+impl Default for ServerOptions {
+    fn default() -> Self {
+        Self {
+            redirect_index_mib: DEFAULT_REDIRECT_INDEX_MIB,
+            click_fold_interval: FOLD_INTERVAL,
+        }
+    }
+}
+
+/// A link to create. Without a slug, one is generated (and regenerated on collision).
+#[derive(Debug, Clone)]
+pub struct NewLink {
+    /// Its id.
+    pub id: LinkId,
+    /// Its owner.
+    pub workspace_id: WorkspaceId,
+    /// Its domain (`host[:port]`).
+    pub domain: String,
+    /// The client's custom slug, if any.
+    pub slug: Option<Slug>,
+    /// Where it points.
+    pub destination: Destination,
+    /// When it was created.
+    pub created_at: Timestamp,
+}
+
+/// What became of one link to create.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CreateOutcome {
+    /// Stored.
+    Created(Link),
+    /// The custom slug is taken on that domain (possibly earlier in the same batch).
+    SlugConflict,
+}
+
+/// The key a request presented, and its workspace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuthenticatedKey {
+    /// The key.
+    pub key_id: ApiKeyId,
+    /// Its workspace.
+    pub workspace: Workspace,
+}
+
+/// Clicks to add to the counters, as gathered by the click batcher.
+#[derive(Debug, Clone, Default)]
+pub struct ClickBatch {
+    /// One entry per clicked link.
+    pub links: Vec<LinkClicks>,
+}
+
+/// The key of a link's click counter: the link's row number in this database. A link's counter
+/// is found through this key, not through the link's id, because the counters are written
+/// often and their table is kept narrow (see `docs/PERFORMANCE.md`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct CounterKey(pub i64);
+
+/// What a redirect needs of a link: where to send the client, and where its click is counted.
+/// Narrower than [`Link`] on purpose: it is looked up on every redirect the cache misses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RedirectTarget {
+    /// The link's click counter, which also finds the link for its `link.clicked` events.
+    pub counter: CounterKey,
+    /// Its workspace, whose webhooks hear of the click.
+    pub workspace_id: WorkspaceId,
+    /// Where to send the client.
+    pub destination: Destination,
+}
+
+/// The clicks one link received.
+#[derive(Debug, Clone)]
+pub struct LinkClicks {
+    /// The link's click counter (from [`RedirectTarget::counter`]).
+    pub counter: CounterKey,
+    /// Its workspace (whose webhooks hear of the clicks).
+    pub workspace_id: WorkspaceId,
+    /// How many clicks to add.
+    pub count: u64,
+    /// Details of up to `count` of them, for `link.clicked` events.
+    pub clicks: Vec<ClickInfo>,
+}
