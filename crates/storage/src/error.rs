@@ -1,5 +1,8 @@
-//! The storage error type. Callers see three things: a conflict they can report to a client,
-//! an unavailable database (503, retried later), or anything else (a bug: 500).
+//! The storage error type, [`StorageError`], returned by every fallible call of the crate. A
+//! caller tells three kinds apart: a conflict it can report to a client
+//! ([`StorageError::AlreadyExists`]), a passing unavailability that the same call may get past
+//! later ([`StorageError::is_unavailable`]), and everything else, which no retry mends (a bug,
+//! a malformed database, a bad configuration).
 
 use diesel::result::{DatabaseErrorKind, Error as DieselError};
 
@@ -9,15 +12,22 @@ pub enum StorageError {
     /// A unique value (workspace name) is taken.
     #[error("{0} already exists")]
     AlreadyExists(&'static str),
-    /// The database could not be reached, or a connection broke; the same call may succeed later.
+    /// The database could not be reached, a connection broke, a lock or pool wait timed out,
+    /// or another server holds the SQLite file (its lock is taken until that server stops): the
+    /// same call may succeed later.
     #[error("database unavailable: {0}")]
     Unavailable(String),
     /// A query failed for another reason.
     #[error("database error: {0}")]
     Query(DieselError),
-    /// A stored value did not parse: the database was written by something else.
+    /// What the database holds breaks this crate's rules: a stored value that does not parse (the
+    /// database was written by something else), a click journal row that does not decode, or no
+    /// free generated short code after every retry.
     #[error("stored data is malformed: {0}")]
     Corrupt(&'static str),
+    /// A call broke the API's contract (a bug in the caller), and nothing was written.
+    #[error("invalid call: {0}")]
+    Invalid(&'static str),
     /// The database URL is not one this crate speaks.
     #[error("unsupported database URL '{0}': use sqlite://PATH or postgres://…")]
     UnsupportedUrl(String),

@@ -1,14 +1,11 @@
 #![doc = include_str!("../README.md")]
 
-mod checkpoint;
-mod click_journal;
 mod error;
+mod hooks;
 mod migrate;
 mod model;
 mod pg;
 mod pool;
-mod recent_codes;
-mod redirect_index;
 mod rows;
 mod schema;
 mod sqlite;

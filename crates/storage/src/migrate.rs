@@ -26,7 +26,7 @@ struct Dangling {
 }
 
 /// Applies pending SQLite migrations and turns on WAL (a persistent property of the file), then
-/// folds the codes of links no store folded yet (`crate::recent_codes`), so that every store
+/// folds the codes of links no store folded yet (`sqlite/recent_codes.rs`), so that every store
 /// starts with all codes in `link_codes`.
 ///
 /// Foreign keys are off while migrations run: rebuilding a table (SQLite's only way to drop a

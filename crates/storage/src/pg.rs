@@ -3,9 +3,14 @@
 use diesel::prelude::*;
 use diesel_async::RunQueryDsl;
 
+use tokio::sync::RwLock;
+
+use crate::StorageError;
+use crate::hooks::{Hooks, Lookup};
 use crate::rows::{DeliveryRow, NewLinkRow};
 use crate::schema::{links, webhook_deliveries as d};
 
+/// The connection type the queries are compiled for here.
 pub(crate) type Conn = diesel_async::AsyncPgConnection;
 
 #[path = "queries/mod.rs"]
@@ -35,12 +40,36 @@ pub(crate) async fn lock_for_writing(_c: &mut Conn) -> QueryResult<()> {
     Ok(())
 }
 
+/// PostgreSQL keeps nothing in memory beside the database: several servers share its rows, so
+/// every row is current, and every code is in the code index (a view of `links`).
+pub(crate) struct Postgres;
+
+impl Hooks for Postgres {
+    fn lookup(&self, _domain: &str, _code: &str) -> Lookup {
+        Lookup::Indexed
+    }
+
+    fn unfolded_clicks(&self, _key: i64) -> i64 {
+        0
+    }
+
+    fn clicks_gate(&self) -> Option<&RwLock<()>> {
+        None
+    }
+
+    fn journals_clicks(&self) -> bool {
+        false
+    }
+
+    fn journaled(&self, _counts: &[(i64, i64)]) {}
+}
+
+/// What a creation works with beside its connection: nothing (SQLite's are its recent codes).
+pub(crate) type Creation<'a> = Postgres;
+
 /// Nothing to prepare: the unique constraint on codes keeps them apart (SQLite's creations read
-/// its recent codes here, `crate::recent_codes`).
-pub(crate) async fn begin_creation(
-    _c: &mut Conn,
-    _codes: Option<&crate::recent_codes::RecentCodes>,
-) -> QueryResult<()> {
+/// its recent codes here).
+pub(crate) async fn begin_creation(_c: &mut Conn, _creation: &Creation<'_>) -> QueryResult<()> {
     Ok(())
 }
 
@@ -49,7 +78,7 @@ pub(crate) async fn begin_creation(
 pub(crate) async fn insert_new_links(
     c: &mut Conn,
     rows: Vec<NewLinkRow>,
-    _codes: Option<&crate::recent_codes::RecentCodes>,
+    _creation: &Creation<'_>,
 ) -> QueryResult<Vec<(String, i64)>> {
     diesel::insert_into(links::table)
         .values(rows)
@@ -64,7 +93,7 @@ pub(crate) async fn resolve(
     c: &mut Conn,
     domain: &str,
     code: &str,
-) -> Result<Option<crate::model::RedirectTarget>, crate::StorageError> {
+) -> Result<Option<crate::model::RedirectTarget>, StorageError> {
     crate::rows::found(
         queries::by_code(domain, code, None).get_result(c).await,
         crate::rows::RedirectRow::into_target,
@@ -99,13 +128,13 @@ pub(crate) async fn add_clicks(c: &mut Conn, counts: &[(i64, i64)]) -> QueryResu
 }
 
 /// Counts a flush's `(counter key, clicks)` pairs in place: several servers may share these
-/// counters, so there is no journal (`crate::click_journal`) on PostgreSQL.
+/// counters, so there is no journal on PostgreSQL.
 pub(crate) async fn count_clicks(
     c: &mut Conn,
     counts: &[(i64, i64)],
-    _journal: Option<&crate::click_journal::ClickJournal>,
-) -> QueryResult<()> {
-    add_clicks(c, counts).await
+    _hooks: &impl Hooks,
+) -> Result<(), StorageError> {
+    Ok(add_clicks(c, counts).await?)
 }
 
 /// One multi-row insert into the outbox.

@@ -1,48 +1,31 @@
-//! Connection pools, with explicit timeouts and the per-connection set-up each backend needs.
+//! Connection pools with explicit timeouts, and PostgreSQL's per-connection set-up (SQLite's is
+//! in `sqlite/pool.rs`).
 
 use std::time::Duration;
 
 use deadpool::Runtime;
 use diesel_async::pooled_connection::deadpool::Pool;
-use diesel_async::pooled_connection::{
-    AsyncDieselConnectionManager, ManagerConfig, RecyclingMethod,
-};
+use diesel_async::pooled_connection::{AsyncDieselConnectionManager, ManagerConfig};
 use diesel_async::{AsyncConnection, AsyncPgConnection, SimpleAsyncConnection};
 use futures_util::FutureExt;
 
-use crate::{StorageError, sqlite};
+use crate::StorageError;
 
 /// How long a caller waits for a pooled connection, a new connection, or a health check before
 /// the database counts as unavailable (503) rather than the request hanging.
 const POOL_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// The writer connection: wait for a lock instead of failing at once, enforce foreign keys (off
-/// by default in SQLite), and fsync at checkpoints only. With WAL,
-/// `synchronous=NORMAL` loses nothing when the process crashes; only an OS crash or power cut can
-/// drop the last transactions, which is the trade every SQLite-backed service makes for speed.
-///
-/// A 16 MiB page cache holds the click counters of a million links (~10 bytes a link), so a
-/// flush neither reads their pages back nor spills them mid-transaction; the statement journal
-/// of a many-row `UPDATE` is kept in memory rather than in a temporary file. Checkpoints are
-/// another thread's work (`crate::checkpoint`); the writer's own threshold is a backstop. All
-/// measured with `just bench` (docs/PERFORMANCE.md).
-const SQLITE_PRAGMAS: &str = concat!(
-    "PRAGMA busy_timeout = 5000; PRAGMA foreign_keys = ON; PRAGMA synchronous = NORMAL; ",
-    "PRAGMA cache_size = -16384; PRAGMA temp_store = MEMORY; PRAGMA wal_autocheckpoint = 10000;"
-);
-
-/// Reader connections: they cannot write, so a write sent to the wrong pool fails loudly.
-pub(crate) const SQLITE_READER_PRAGMAS: &str =
-    "PRAGMA busy_timeout = 5000; PRAGMA foreign_keys = ON; PRAGMA query_only = ON;";
 
 /// A statement that runs longer than this is cancelled, so one runaway query cannot hold a
 /// pooled connection forever.
 const PG_SETUP: &str = "SET statement_timeout = '15s'";
 
 pub(crate) type PgPool = Pool<AsyncPgConnection>;
-pub(crate) type SqlitePool = Pool<sqlite::Conn>;
 
-fn build<C>(manager: AsyncDieselConnectionManager<C>, size: usize) -> Result<Pool<C>, StorageError>
+/// A pool of at most `size` connections with the timeouts above.
+pub(crate) fn build<C>(
+    manager: AsyncDieselConnectionManager<C>,
+    size: usize,
+) -> Result<Pool<C>, StorageError>
 where
     C: diesel_async::pooled_connection::PoolableConnection + Send + 'static,
     AsyncDieselConnectionManager<C>: deadpool::managed::Manager<Type = C>,
@@ -57,6 +40,7 @@ where
         .map_err(|e| StorageError::Unavailable(e.to_string()))
 }
 
+/// PostgreSQL's one pool, for reads and writes.
 pub(crate) fn postgres(url: &str, size: usize) -> Result<PgPool, StorageError> {
     let mut config = ManagerConfig::default();
     config.custom_setup = Box::new(|url| {
@@ -73,32 +57,4 @@ pub(crate) fn postgres(url: &str, size: usize) -> Result<PgPool, StorageError> {
         AsyncDieselConnectionManager::new_with_config(url, config),
         size,
     )
-}
-
-/// SQLite allows one writer at a time. Writes go through a pool of exactly one connection, so
-/// they queue in the pool instead of contending for the file lock, and reads use their own
-/// connections beside it (WAL lets them run while the writer writes).
-pub(crate) fn sqlite(path: &str, readers: usize) -> Result<(SqlitePool, SqlitePool), StorageError> {
-    let pool = |pragmas: &'static str, size| {
-        let mut config = ManagerConfig::<sqlite::Conn>::default();
-        // A local file cannot drop a connection: skip the `SELECT 1` on every checkout.
-        config.recycling_method = RecyclingMethod::Fast;
-        config.custom_setup = Box::new(move |url| {
-            async move {
-                let mut conn = sqlite::Conn::establish(url).await?;
-                conn.batch_execute(pragmas)
-                    .await
-                    .map_err(diesel::ConnectionError::CouldntSetupConfiguration)?;
-                Ok(conn)
-            }
-            .boxed()
-        });
-        build(
-            AsyncDieselConnectionManager::new_with_config(path, config),
-            size,
-        )
-    };
-    let writer = pool(SQLITE_PRAGMAS, 1)?;
-    let readers = pool(SQLITE_READER_PRAGMAS, readers)?;
-    Ok((readers, writer))
 }

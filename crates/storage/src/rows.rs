@@ -12,7 +12,7 @@ use shortlink_domain::{
 };
 
 use crate::StorageError;
-use crate::click_journal::{ClickJournal, with_unfolded};
+use crate::hooks::Hooks;
 use crate::model::{CounterKey, RedirectTarget};
 use crate::schema::{api_keys, link_clicks, links, webhook_deliveries, webhooks, workspaces};
 
@@ -118,15 +118,16 @@ pub(crate) fn with_clicks() -> _ {
 }
 
 impl LinkRow {
-    /// The link, its clicks including those still in the click journal, if there is one.
-    pub fn into_domain(self, journal: Option<&ClickJournal>) -> Result<Link, StorageError> {
+    /// The link, its clicks including those the backend counts in memory and has not yet
+    /// written to its counter.
+    pub fn into_domain(self, hooks: &impl Hooks) -> Result<Link, StorageError> {
         Ok(Link {
             id: parsed(LinkId::parse(&self.id), "link id")?,
             workspace_id: parsed(WorkspaceId::parse(&self.workspace_id), "workspace id")?,
             domain: self.domain,
             short_code: Slug::from_trusted(self.short_code),
             destination: Destination::from_trusted(self.destination),
-            clicks: with_unfolded(journal, self.seq, self.clicks),
+            clicks: self.clicks + hooks.unfolded_clicks(self.seq),
             created_at: ts(self.created_at),
         })
     }

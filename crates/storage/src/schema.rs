@@ -43,7 +43,7 @@ diesel::table! {
 
 diesel::table! {
     /// The code index: on SQLite a table that folds receive the codes of new links
-    /// (`crate::recent_codes`), on PostgreSQL a view over `links` and its unique constraint.
+    /// (`sqlite/recent_codes.rs`), on PostgreSQL a view over `links` and its unique constraint.
     link_codes (domain, short_code) {
         domain -> Text,
         short_code -> Text,

@@ -10,35 +10,19 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::click_journal::ClickJournal;
 use crate::model::{
-    AuthenticatedKey, ClickBatch, CounterKey, CreateOutcome, DatabaseKind, NewLink, PoolOptions,
+    AuthenticatedKey, ClickBatch, CreateOutcome, DatabaseKind, NewLink, PoolOptions,
     RedirectTarget, StoreOptions,
 };
-use crate::pool::{self, PgPool, SqlitePool};
-use crate::recent_codes::RecentCodes;
-use crate::redirect_index::RedirectIndex;
+use crate::pg::Postgres;
+use crate::pool::{self, PgPool};
+use crate::sqlite::Sqlite;
 use crate::{StorageError, migrate};
 
 #[derive(Clone)]
 enum Backend {
     Postgres(PgPool),
-    Sqlite(SqlitePools),
-}
-
-#[derive(Clone)]
-struct SqlitePools {
-    /// The file.
-    path: Arc<str>,
-    readers: SqlitePool,
-    writer: SqlitePool,
-    /// Every link's redirect target, once [`Store::load_redirect_index`] ran.
-    index: Arc<RedirectIndex>,
-    /// Clicks journaled and not yet folded, once [`Store::start_click_journal`] ran.
-    journal: Arc<ClickJournal>,
-    /// The codes of links created since the last fold of the code index.
-    codes: RecentCodes,
-    _checkpointer: crate::checkpoint::Checkpointer,
+    Sqlite(Arc<Sqlite>),
 }
 
 /// The storage API. Cheap to clone (it holds pools).
@@ -58,46 +42,9 @@ impl std::fmt::Debug for Store {
     }
 }
 
-/// After a creation on SQLite, before the writer is released: its codes stop being tentative
-/// (or are dropped, when it failed), and the redirect index learns the new links.
-fn created(
-    pools: &SqlitePools,
-    result: &Result<Vec<(CreateOutcome, Option<CounterKey>)>, StorageError>,
-) {
-    pools.codes.finished(result.is_ok());
-    let Ok(created) = result else { return };
-    pools
-        .index
-        .insert(created.iter().filter_map(|outcome| match outcome {
-            (CreateOutcome::Created(link), Some(counter)) => Some((
-                link.domain.as_str(),
-                link.short_code.as_str(),
-                RedirectTarget {
-                    counter: *counter,
-                    workspace_id: link.workspace_id,
-                    destination: link.destination.clone(),
-                },
-            )),
-            _ => None,
-        }));
-}
-
-fn changed(pools: &SqlitePools, result: &Result<Option<Link>, StorageError>) {
-    if let Ok(Some(link)) = result {
-        (pools.index).set_destination(&link.domain, link.short_code.as_str(), &link.destination);
-    }
-}
-
-fn deleted(pools: &SqlitePools, result: &Result<Option<Link>, StorageError>) {
-    if let Ok(Some(link)) = result {
-        pools.index.remove(&link.domain, link.short_code.as_str());
-        pools.codes.deleted(&link.domain, link.short_code.as_str());
-    }
-}
-
-/// Runs one query function from `crate::queries` on a connection of the right pool.
-/// `read` queries go to SQLite's readers, `write` ones to its single writer; PostgreSQL has one
-/// pool for both.
+/// Runs one query function from `queries/` on a connection of the right pool: `read`
+/// queries go to SQLite's readers, `write` ones to its single writer; PostgreSQL has one pool
+/// for both. `hooks` hands the query the backend's side of it ([`crate::hooks::Hooks`]).
 macro_rules! dispatch {
     ($self:ident, $access:ident, $func:ident($($arg:expr),* $(,)?)) => {
         match &$self.backend {
@@ -105,33 +52,50 @@ macro_rules! dispatch {
                 let mut conn = pool.get().await?;
                 crate::pg::queries::$func(&mut conn, $($arg),*).await
             }
-            Backend::Sqlite(pools) => {
-                let pool = dispatch!(@pool $access, pools);
-                let mut conn = pool.get().await?;
-                crate::sqlite::queries::$func(&mut conn, $($arg),*).await
-            }
+            Backend::Sqlite(sqlite) => dispatch!(@sqlite $access, sqlite, |c| {
+                crate::sqlite::queries::$func(c, $($arg),*).await
+            }),
         }
     };
-    // A write that changes links: on SQLite, its effect on the redirect index and the recent
-    // codes is applied after it ends and before the single writer connection is released, so in
-    // commit order.
-    ($self:ident, write, $func:ident($($arg:expr),* $(,)?), then: $apply:expr) => {
+    ($self:ident, $access:ident, $func:ident($($arg:expr),* $(,)?), hooks) => {
         match &$self.backend {
             Backend::Postgres(pool) => {
                 let mut conn = pool.get().await?;
-                crate::pg::queries::$func(&mut conn, $($arg),*).await
+                crate::pg::queries::$func(&mut conn, $($arg,)* &Postgres).await
             }
-            Backend::Sqlite(pools) => {
-                let mut conn = pools.writer.get().await?;
-                let result = crate::sqlite::queries::$func(&mut conn, $($arg),*).await;
-                $apply(pools, &result);
-                drop(conn);
+            Backend::Sqlite(sqlite) => dispatch!(@sqlite $access, sqlite, |c| {
+                crate::sqlite::queries::$func(c, $($arg,)* &**sqlite).await
+            }),
+        }
+    };
+    // A write that changes links: on SQLite, its effect on the redirect index and the recent
+    // codes (`Sqlite::$apply`) is applied after it ends and before the single writer connection
+    // is released, so in commit order.
+    ($self:ident, write, $func:ident($($arg:expr),* $(,)?), hooks, then: $apply:ident) => {
+        match &$self.backend {
+            Backend::Postgres(pool) => {
+                let mut conn = pool.get().await?;
+                crate::pg::queries::$func(&mut conn, $($arg,)* &Postgres).await
+            }
+            Backend::Sqlite(sqlite) => {
+                let mut writer = sqlite.writer().await?;
+                let (conn, held) = writer.split();
+                let result = crate::sqlite::queries::$func(conn, $($arg,)* &**sqlite).await;
+                sqlite.$apply(held, &result);
                 result
             }
         }
     };
-    (@pool read, $pools:ident) => { &$pools.readers };
-    (@pool write, $pools:ident) => { &$pools.writer };
+    (@sqlite read, $sqlite:ident, |$c:ident| $body:expr) => {{
+        let mut conn = $sqlite.readers().get().await?;
+        let $c = &mut *conn;
+        $body
+    }};
+    (@sqlite write, $sqlite:ident, |$c:ident| $body:expr) => {{
+        let mut writer = $sqlite.writer().await?;
+        let $c = writer.conn();
+        $body
+    }};
 }
 
 fn sqlite_path(url: &str) -> Option<&str> {
@@ -141,18 +105,10 @@ fn sqlite_path(url: &str) -> Option<&str> {
 }
 
 impl Store {
-    /// The click journal, on SQLite (inactive until [`Store::start_click_journal`]).
-    fn journal(&self) -> Option<&ClickJournal> {
+    /// The SQLite state, if this is SQLite.
+    fn sqlite(&self) -> Option<&Arc<Sqlite>> {
         match &self.backend {
-            Backend::Sqlite(pools) => Some(&pools.journal),
-            Backend::Postgres(_) => None,
-        }
-    }
-
-    /// The codes of recent links, on SQLite.
-    fn codes(&self) -> Option<&RecentCodes> {
-        match &self.backend {
-            Backend::Sqlite(pools) => Some(&pools.codes),
+            Backend::Sqlite(sqlite) => Some(sqlite),
             Backend::Postgres(_) => None,
         }
     }
@@ -183,18 +139,8 @@ impl Store {
         let backend = if url.starts_with("postgres://") || url.starts_with("postgresql://") {
             Backend::Postgres(pool::postgres(url, options.max_connections.max(2))?)
         } else if let Some(path) = sqlite_path(url) {
-            let (readers, writer) = pool::sqlite(path, options.max_connections.clamp(1, 8))?;
-            let checkpointer = crate::checkpoint::Checkpointer::spawn(path)
-                .map_err(|e| StorageError::Unavailable(e.to_string()))?;
-            Backend::Sqlite(SqlitePools {
-                path: path.into(),
-                readers,
-                writer,
-                index: Arc::new(RedirectIndex::empty()),
-                journal: Arc::default(),
-                codes: RecentCodes::default(),
-                _checkpointer: checkpointer,
-            })
+            let readers = options.max_connections.clamp(1, 8);
+            Backend::Sqlite(Arc::new(Sqlite::open(path, readers)?))
         } else {
             return Err(StorageError::UnsupportedUrl(url.to_owned()));
         };
@@ -270,7 +216,7 @@ impl Store {
     pub async fn migrate(&self) -> Result<usize, StorageError> {
         match &self.backend {
             Backend::Postgres(_) => migrate::postgres(self.url.clone()).await,
-            Backend::Sqlite(pools) => migrate::sqlite(pools.path.to_string()).await,
+            Backend::Sqlite(sqlite) => migrate::sqlite(sqlite.path().to_owned()).await,
         }
     }
 
@@ -349,8 +295,23 @@ impl Store {
         let base = base.clone();
         let outcomes = self
             .detached(|s| async move {
-                let outcomes =
-                    dispatch!(s, write, create_links(links, &base, s.codes()), then: created)?;
+                let outcomes = match &s.backend {
+                    Backend::Postgres(pool) => {
+                        let mut conn = pool.get().await?;
+                        crate::pg::queries::create_links(&mut conn, links, &base, &Postgres).await
+                    }
+                    Backend::Sqlite(sqlite) => {
+                        // As `dispatch!`'s `then:`, with the recent codes for the creation.
+                        let mut writer = sqlite.writer().await?;
+                        let (conn, held) = writer.split();
+                        let creation = sqlite.creation(held);
+                        let result =
+                            crate::sqlite::queries::create_links(conn, links, &base, &creation)
+                                .await;
+                        sqlite.created(held, &result);
+                        result
+                    }
+                }?;
                 s.fold_codes_when_due();
                 Ok(outcomes)
             })
@@ -366,13 +327,9 @@ impl Store {
         domain: &str,
     ) -> Result<Option<Link>, StorageError> {
         let (link, domain) = (link.clone(), domain.to_owned());
-        self.detached(|s| async move {
-            dispatch!(
-                s,
-                read,
-                get_link(workspace, &link, &domain, s.journal(), s.codes())
-            )
-        })
+        self.detached(
+            |s| async move { dispatch!(s, read, get_link(workspace, &link, &domain), hooks) },
+        )
         .await
     }
 
@@ -391,10 +348,7 @@ impl Store {
         code: &str,
     ) -> Result<Option<RedirectTarget>, StorageError> {
         match &self.backend {
-            Backend::Sqlite(pools) => match pools.index.get(domain, code) {
-                Some(found) => Ok(found),
-                None => crate::sqlite::resolve_now(&pools.path, domain, code, &pools.codes),
-            },
+            Backend::Sqlite(sqlite) => sqlite.resolve(domain, code),
             Backend::Postgres(pool) => {
                 crate::pg::resolve(&mut *pool.get().await?, domain, code).await
             }
@@ -405,10 +359,7 @@ impl Store {
     /// when there is no index, `Some(None)` when no link has the code.
     #[cfg(feature = "testing")]
     pub fn resolve_in_memory(&self, domain: &str, code: &str) -> Option<Option<RedirectTarget>> {
-        match &self.backend {
-            Backend::Sqlite(pools) => pools.index.get(domain, code),
-            Backend::Postgres(_) => None,
-        }
+        self.sqlite()?.resolve_in_memory(domain, code)
     }
 
     /// The database's answer alone (past the redirect index, if any), for tests that hold the
@@ -420,9 +371,7 @@ impl Store {
         code: &str,
     ) -> Result<Option<RedirectTarget>, StorageError> {
         match &self.backend {
-            Backend::Sqlite(pools) => {
-                crate::sqlite::resolve_now(&pools.path, domain, code, &pools.codes)
-            }
+            Backend::Sqlite(sqlite) => sqlite.resolve_in_file(domain, code),
             Backend::Postgres(_) => self.resolve(domain, code).await,
         }
     }
@@ -430,10 +379,8 @@ impl Store {
     /// Whether [`Store::resolve`] answers from memory (a SQLite store with its redirect index
     /// loaded and within budget), exactly: a cache in front of it would only cost.
     pub fn resolves_in_memory(&self) -> bool {
-        match &self.backend {
-            Backend::Sqlite(pools) => pools.index.is_loaded(),
-            Backend::Postgres(_) => false,
-        }
+        self.sqlite()
+            .is_some_and(|sqlite| sqlite.resolves_in_memory())
     }
 
     /// On SQLite, loads every link's redirect target into memory, where [`Store::resolve_in_memory`]
@@ -447,30 +394,11 @@ impl Store {
     /// check new codes against the index instead of the code index until another connection
     /// writes to the file (`recent_codes.rs`).
     pub async fn load_redirect_index(&self, budget_bytes: usize) -> Result<bool, StorageError> {
-        let Backend::Sqlite(pools) = &self.backend else {
+        let Some(sqlite) = self.sqlite().cloned() else {
             return Ok(false);
         };
-        let pools = pools.clone();
-        let path = pools.path.clone();
-        self.detached(|_| async move {
-            // Holding the writer, no change of this store's can slip between the pages read and
-            // the install; one of another connection's shows in `data_version`, which the recent
-            // codes look at first.
-            let mut writer = pools.writer.get().await?;
-            crate::sqlite::look_at_file(&mut writer, &pools.codes).await?;
-            let tables = tokio::task::spawn_blocking(move || {
-                crate::sqlite::load_redirect_index(&path, budget_bytes)
-            })
+        self.detached(|_| async move { sqlite.load_redirect_index(budget_bytes).await })
             .await
-            .map_err(|e| StorageError::Unavailable(format!("loading task failed: {e}")))??;
-            let loaded = tables.is_some();
-            pools.index.install(tables);
-            if loaded {
-                pools.codes.index_loaded(pools.index.clone());
-            }
-            Ok(loaded)
-        })
-        .await
     }
 
     /// Up to `limit` of the workspace's links, newest first, older than `before` when given.
@@ -480,9 +408,9 @@ impl Store {
         limit: i64,
         before: Option<LinkId>,
     ) -> Result<Vec<Link>, StorageError> {
-        self.detached(|s| async move {
-            dispatch!(s, read, list_links(workspace, limit, before, s.journal()))
-        })
+        self.detached(
+            |s| async move { dispatch!(s, read, list_links(workspace, limit, before), hooks) },
+        )
         .await
     }
 
@@ -505,10 +433,9 @@ impl Store {
                     &link,
                     &domain,
                     &destination,
-                    now,
-                    s.journal(),
-                    s.codes()
+                    now
                 ),
+                hooks,
                 then: changed
             )
         })
@@ -527,7 +454,8 @@ impl Store {
             dispatch!(
                 s,
                 write,
-                delete_link(workspace, &link, &domain, s.journal(), s.codes()),
+                delete_link(workspace, &link, &domain),
+                hooks,
                 then: deleted
             )
         })
@@ -545,10 +473,8 @@ impl Store {
             return Ok(());
         }
         let base = base.clone();
-        self.detached(
-            |s| async move { dispatch!(s, write, record_clicks(&batch, &base, s.journal())) },
-        )
-        .await
+        self.detached(|s| async move { dispatch!(s, write, record_clicks(&batch, &base), hooks) })
+            .await
     }
 
     /// On SQLite, journals every later batch of clicks instead of adding it to the counters in
@@ -564,25 +490,12 @@ impl Store {
     /// starting the journal of the same file, while the first is open, is refused
     /// ([`StorageError::Unavailable`]): it would count the first one's journaled clicks twice.
     pub async fn start_click_journal(&self, fold_interval: Duration) -> Result<bool, StorageError> {
-        let Backend::Sqlite(pools) = &self.backend else {
+        let Some(sqlite) = self.sqlite().cloned() else {
             return Ok(false);
         };
-        let pools = pools.clone();
-        let path = pools.path.clone();
-        self.detached(|_| async move {
-            let mut conn = pools.writer.get().await?;
-            if pools.journal.is_active() {
-                // Its rows are in the sum already: loading them again would count them twice.
-                return Ok(true);
-            }
-            let server_lock = crate::click_journal::lock_server(&path)?;
-            crate::sqlite::complete_recent_codes(&mut conn, &pools.codes).await?;
-            crate::sqlite::load_journal(&mut conn, &pools.journal).await?;
-            crate::sqlite::fold_journal(&mut conn, &pools.journal).await?;
-            pools.journal.activate(server_lock, fold_interval);
-            Ok(true)
-        })
-        .await
+        self.detached(|_| async move { sqlite.start_click_journal(fold_interval).await })
+            .await?;
+        Ok(true)
     }
 
     /// Folds the click journal into the counters when it is due: it has clicks, and the last fold
@@ -590,8 +503,8 @@ impl Store {
     /// The server's click flusher calls this after every flush, with or without clicks. A fold
     /// that fails loses nothing (the journal still holds the clicks) and is tried again.
     pub async fn fold_clicks_when_due(&self) -> Result<(), StorageError> {
-        match self.journal() {
-            Some(journal) if journal.fold_due() => self.fold_clicks().await,
+        match self.sqlite() {
+            Some(sqlite) if sqlite.clicks_fold_due() => self.fold_clicks().await,
             _ => Ok(()),
         }
     }
@@ -599,48 +512,40 @@ impl Store {
     /// Folds the click journal into the counters now (a server does on stopping, so the file
     /// alone holds every count). Nothing to do without a journal.
     pub async fn fold_clicks(&self) -> Result<(), StorageError> {
-        let Backend::Sqlite(pools) = &self.backend else {
+        let Some(sqlite) = self.sqlite().cloned() else {
             return Ok(());
         };
-        let pools = pools.clone();
-        self.detached(|_| async move {
-            let mut conn = pools.writer.get().await?;
-            crate::sqlite::fold_journal(&mut conn, &pools.journal).await
-        })
-        .await
+        self.detached(|_| async move { sqlite.fold_clicks().await })
+            .await
     }
 
     /// On SQLite, writes the codes of the links created since the last fold to the code index
     /// now (`recent_codes.rs`; creations do once enough wait, and a server does on stopping, so
     /// that the file alone finds every link by its code quickly). Nothing to do on PostgreSQL.
     pub async fn fold_codes(&self) -> Result<(), StorageError> {
-        let Backend::Sqlite(pools) = &self.backend else {
+        let Some(sqlite) = self.sqlite().cloned() else {
             return Ok(());
         };
-        let pools = pools.clone();
-        self.detached(|_| async move {
-            let mut conn = pools.writer.get().await?;
-            crate::sqlite::fold_recent_codes(&mut conn, &pools.codes).await
-        })
-        .await
+        self.detached(|_| async move { sqlite.fold_codes().await })
+            .await
     }
 
     /// Folds the recent codes once enough wait, in a task of its own: the creation that made it
     /// due has committed and its caller need not wait. A fold that fails is logged and tried
     /// again after a later creation.
     fn fold_codes_when_due(&self) {
-        let Backend::Sqlite(pools) = &self.backend else {
+        let Some(sqlite) = self.sqlite().cloned() else {
             return;
         };
-        if !pools.codes.start_fold() {
+        if !sqlite.start_code_fold() {
             return;
         }
-        let (store, codes) = (self.clone(), pools.codes.clone());
+        let store = self.clone();
         let fold = async move {
             if let Err(e) = store.fold_codes().await {
                 tracing::warn!(error = %e, "folding recent short codes into the code index failed");
             }
-            codes.fold_ended();
+            sqlite.code_fold_ended();
         };
         match &self.runtime {
             Some(runtime) => drop(runtime.spawn(fold)),

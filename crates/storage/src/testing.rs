@@ -12,7 +12,7 @@ use crate::model::{DatabaseKind, PoolOptions};
 pub const TEST_POSTGRES_URL: &str = "TEST_POSTGRES_URL";
 
 /// On SQLite, the recent links whose codes a creation folds into the code index.
-pub const CODE_FOLD_AT: usize = crate::recent_codes::FOLD_AT;
+pub const CODE_FOLD_AT: usize = crate::sqlite::CODE_FOLD_AT;
 
 /// A database that exists for one test.
 #[derive(Debug)]

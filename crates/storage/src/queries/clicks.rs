@@ -8,12 +8,12 @@ use shortlink_domain::{BaseUrl, ClickInfo, Event, EventKind, Timestamp};
 
 use super::{Conn, count_clicks, outbox};
 use crate::StorageError;
-use crate::click_journal::ClickJournal;
+use crate::hooks::Hooks;
 use crate::model::{ClickBatch, LinkClicks};
 use crate::rows::{LinkRow, with_clicks};
 use crate::schema::links;
 
-/// Adds each link's clicks to its counter (or, with an active journal, journals them) and
+/// Adds each link's clicks to its counter (or, where the backend journals them, journals them) and
 /// writes `link.clicked` events for subscribed endpoints, all in one transaction: either the
 /// whole batch counts or none of it does, so a retry after a failure cannot count twice. Clicks
 /// on links deleted meanwhile are dropped.
@@ -21,7 +21,7 @@ pub(crate) async fn record_clicks(
     c: &mut Conn,
     batch: &ClickBatch,
     base: &BaseUrl,
-    journal: Option<&ClickJournal>,
+    hooks: &impl Hooks,
 ) -> Result<(), StorageError> {
     // In key order, so consecutive updates land on the same or the next page of the counters.
     let mut counts: Vec<(i64, i64)> = batch
@@ -30,9 +30,9 @@ pub(crate) async fn record_clicks(
         .map(|l| (l.counter.0, i64::try_from(l.count).unwrap_or(i64::MAX)))
         .collect();
     counts.sort_unstable();
-    let journal = journal.filter(|j| j.is_active());
+    let journaled = hooks.journals_clicks();
     c.transaction(async |c| -> Result<(), StorageError> {
-        count_clicks(c, &counts, journal).await?;
+        count_clicks(c, &counts, hooks).await?;
         let subs = outbox::subscriptions(c, batch.links.iter().map(|l| l.workspace_id)).await?;
         let wanted: Vec<&LinkClicks> = batch
             .links
@@ -56,8 +56,8 @@ pub(crate) async fn record_clicks(
             let Some(row) = rows.remove(&entry.counter.0) else {
                 continue;
             };
-            let mut link = row.into_domain(journal)?;
-            if journal.is_some() {
+            let mut link = row.into_domain(hooks)?;
+            if journaled {
                 // Journaled, not yet in the counter nor in the sum.
                 link.clicks = link
                     .clicks
@@ -85,8 +85,8 @@ pub(crate) async fn record_clicks(
         outbox::write(c, &subs, &events).await
     })
     .await?;
-    if let Some(journal) = journal {
-        journal.journaled(&counts);
+    if journaled {
+        hooks.journaled(&counts);
     }
     Ok(())
 }

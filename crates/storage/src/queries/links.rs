@@ -11,11 +11,10 @@ use shortlink_domain::{
     BaseUrl, Destination, Event, EventKind, Link, LinkId, LinkRef, Slug, WorkspaceId,
 };
 
-use super::{Backend, Conn, begin_creation, insert_new_links, lock_for_writing, outbox};
+use super::{Backend, Conn, Creation, begin_creation, insert_new_links, lock_for_writing, outbox};
 use crate::StorageError;
-use crate::click_journal::{ClickJournal, reading};
+use crate::hooks::{Hooks, Lookup, reading};
 use crate::model::{CounterKey, CreateOutcome, NewLink};
-use crate::recent_codes::{Lookup, RecentCodes};
 use crate::rows::{LinkRow, NewLinkRow, RedirectRow, with_clicks};
 use crate::schema::{link_codes, link_codes_folded, links};
 
@@ -32,10 +31,10 @@ pub(crate) async fn create_links(
     c: &mut Conn,
     new: Vec<NewLink>,
     base: &BaseUrl,
-    codes: Option<&RecentCodes>,
+    creation: &Creation<'_>,
 ) -> Result<Vec<(CreateOutcome, Option<CounterKey>)>, StorageError> {
     c.transaction(async |c| -> Result<_, StorageError> {
-        begin_creation(c, codes).await?;
+        begin_creation(c, creation).await?;
         let subs = outbox::subscriptions(c, new.iter().map(|l| l.workspace_id)).await?;
         let mut outcomes: Vec<Option<(CreateOutcome, Option<CounterKey>)>> = vec![None; new.len()];
         let mut seen_custom = HashSet::new();
@@ -70,7 +69,7 @@ pub(crate) async fn create_links(
                 .iter()
                 .map(|(_, link, _)| NewLinkRow::from_domain(link))
                 .collect();
-            let inserted: HashMap<String, i64> = insert_new_links(c, rows, codes)
+            let inserted: HashMap<String, i64> = insert_new_links(c, rows, creation)
                 .await?
                 .into_iter()
                 .collect();
@@ -155,7 +154,7 @@ where
     }
 }
 
-/// Recent links (past the fold mark, `crate::recent_codes`) with `code` on `domain`: SQLite
+/// Recent links (past the fold mark, `sqlite/recent_codes.rs`) with `code` on `domain`: SQLite
 /// reads the rows of `links` past the fold mark (about 20,000 at most: creations fold once that
 /// many wait).
 #[diesel::dsl::auto_type]
@@ -173,37 +172,36 @@ pub(crate) fn unfolded<'a>(domain: &'a str, code: &'a str) -> _ {
         .select(links::seq)
 }
 
-/// The row number of the recent link with `code` on `domain`, as far as the store's recent codes
-/// tell or, when they may not know every recent link, as the recent rows of `links` tell.
-/// `None` on PostgreSQL, whose code index has every link.
+/// The row number of the recent link with `code` on `domain`, as far as the backend's memory
+/// tells or, when it may not know every recent link, as the recent rows of `links` tell. `None`
+/// when the code index has it (always, on PostgreSQL).
 async fn recent_seq(
     c: &mut Conn,
     domain: &str,
     code: &str,
-    codes: Option<&RecentCodes>,
+    hooks: &impl Hooks,
 ) -> QueryResult<Option<i64>> {
-    match codes.map(|codes| codes.lookup(domain, code)) {
-        Some(Lookup::Recent(seq)) => Ok(Some(seq)),
-        None | Some(Lookup::Indexed) => Ok(None),
-        Some(Lookup::SearchRecent) => unfolded(domain, code).get_result(c).await.optional(),
+    match hooks.lookup(domain, code) {
+        Lookup::Recent(seq) => Ok(Some(seq)),
+        Lookup::Indexed => Ok(None),
+        Lookup::SearchRecent => unfolded(domain, code).get_result(c).await.optional(),
     }
 }
 
-/// Reads of links on a reader connection (`get_link`, `list_links`) hold the click journal's
-/// gate from before their query until their clicks are summed (see `crate::click_journal`);
-/// changes run on the writer connection, which a fold holds, and need no gate.
+/// Reads of links on a reader connection (`get_link`, `list_links`) hold the clicks gate from
+/// before their query until their clicks are summed ([`Hooks::clicks_gate`]); changes run on the
+/// writer connection, which a fold holds, and need no gate.
 pub(crate) async fn get_link(
     c: &mut Conn,
     workspace: WorkspaceId,
     link: &LinkRef,
     domain: &str,
-    journal: Option<&ClickJournal>,
-    codes: Option<&RecentCodes>,
+    hooks: &impl Hooks,
 ) -> Result<Option<Link>, StorageError> {
-    let _gate = reading(journal).await;
-    find(c, workspace, link, domain, codes)
+    let _gate = reading(hooks).await;
+    find(c, workspace, link, domain, hooks)
         .await?
-        .map(|row| row.into_domain(journal))
+        .map(|row| row.into_domain(hooks))
         .transpose()
 }
 
@@ -213,10 +211,10 @@ async fn find(
     workspace: WorkspaceId,
     link: &LinkRef,
     domain: &str,
-    codes: Option<&RecentCodes>,
+    hooks: &impl Hooks,
 ) -> Result<Option<LinkRow>, StorageError> {
     let recent = match link {
-        LinkRef::Code(code) => recent_seq(c, domain, code.as_str(), codes).await?,
+        LinkRef::Code(code) => recent_seq(c, domain, code.as_str(), hooks).await?,
         LinkRef::Id(_) => None,
     };
     Ok(by_ref(workspace, link, domain, recent)
@@ -248,9 +246,9 @@ pub(crate) async fn list_links(
     workspace: WorkspaceId,
     limit: i64,
     before: Option<LinkId>,
-    journal: Option<&ClickJournal>,
+    hooks: &impl Hooks,
 ) -> Result<Vec<Link>, StorageError> {
-    let _gate = reading(journal).await;
+    let _gate = reading(hooks).await;
     let mut query = with_clicks()
         .filter(links::workspace_id.eq(workspace.to_string()))
         .select(LinkRow::as_select())
@@ -264,15 +262,10 @@ pub(crate) async fn list_links(
         .load(c)
         .await?
         .into_iter()
-        .map(|row| row.into_domain(journal))
+        .map(|row| row.into_domain(hooks))
         .collect()
 }
 
-#[expect(
-    clippy::too_many_arguments,
-    reason = "the link (workspace, reference, domain), the change (destination, time) and \
-              SQLite's two kinds of state not yet in the file (clicks, codes)"
-)]
 pub(crate) async fn update_destination(
     c: &mut Conn,
     workspace: WorkspaceId,
@@ -280,12 +273,11 @@ pub(crate) async fn update_destination(
     domain: &str,
     destination: &Destination,
     now: i64,
-    journal: Option<&ClickJournal>,
-    codes: Option<&RecentCodes>,
+    hooks: &impl Hooks,
 ) -> Result<Option<Link>, StorageError> {
     c.transaction(async |c| -> Result<Option<Link>, StorageError> {
         lock_for_writing(c).await?;
-        let Some(mut row) = find(c, workspace, link, domain, codes).await? else {
+        let Some(mut row) = find(c, workspace, link, domain, hooks).await? else {
             return Ok(None);
         };
         let updated = diesel::update(links::table.find(row.seq))
@@ -300,7 +292,7 @@ pub(crate) async fn update_destination(
             return Ok(None);
         }
         row.destination = destination.to_string();
-        row.into_domain(journal).map(Some)
+        row.into_domain(hooks).map(Some)
     })
     .await
 }
@@ -312,12 +304,11 @@ pub(crate) async fn delete_link(
     workspace: WorkspaceId,
     link: &LinkRef,
     domain: &str,
-    journal: Option<&ClickJournal>,
-    codes: Option<&RecentCodes>,
+    hooks: &impl Hooks,
 ) -> Result<Option<Link>, StorageError> {
     c.transaction(async |c| -> Result<Option<Link>, StorageError> {
         lock_for_writing(c).await?;
-        let Some(row) = find(c, workspace, link, domain, codes).await? else {
+        let Some(row) = find(c, workspace, link, domain, hooks).await? else {
             return Ok(None);
         };
         let deleted = diesel::delete(links::table.find(row.seq))
@@ -327,7 +318,7 @@ pub(crate) async fn delete_link(
         if deleted == 0 {
             return Ok(None);
         }
-        row.into_domain(journal).map(Some)
+        row.into_domain(hooks).map(Some)
     })
     .await
 }

@@ -1,6 +1,8 @@
 //! Every query, written once. This module is compiled twice, once in `crate::pg` and once in
 //! `crate::sqlite`, each time against that backend's connection type `Conn`; the
-//! [`Store`](crate::Store) picks the copy that matches its pool.
+//! [`Store`](crate::Store) picks the copy that matches its pool. What a query needs of the
+//! backend beyond the connection it asks through [`Hooks`](crate::hooks::Hooks), or, for a
+//! creation, through that backend's `Creation`.
 //!
 //! Lookups by a unique key use `get_result`, not `first`: `first` adds a bound `LIMIT ?`, and
 //! SQLite re-prepares a statement whose LIMIT is a bound parameter on every call, which made the
@@ -14,7 +16,7 @@ mod webhooks;
 mod workspaces;
 
 pub(crate) use super::{
-    Conn, begin_creation, count_clicks, insert_deliveries, insert_new_links, lock_due,
+    Conn, Creation, begin_creation, count_clicks, insert_deliveries, insert_new_links, lock_due,
     lock_for_writing,
 };
 

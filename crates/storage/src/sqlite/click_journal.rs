@@ -18,7 +18,7 @@
 //! - Appends and folds run on the single writer connection and each holds it throughout, so the
 //!   in-memory sum always equals the journal's rows when a fold starts.
 //! - After a crash, the next server to start adds the journal's rows to the counters before it
-//!   serves ([`crate::Store::start_click_journal`]).
+//!   serves ([`crate::Store::open`]).
 //!
 //! The sum lives in this process, so the journal is only for the store that is its file's one
 //! server (as the redirect index already is). A server holds an exclusive lock on `<file>.lock`
@@ -32,7 +32,12 @@ use std::fs::{File, TryLockError};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use tokio::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+use diesel::prelude::*;
+use diesel_async::{AsyncConnection, RunQueryDsl};
+use tokio::sync::{RwLock, RwLockWriteGuard};
+
+use super::Conn;
+use crate::hooks::Hooks;
 
 use crate::StorageError;
 
@@ -168,6 +173,11 @@ impl ClickJournal {
     pub async fn folding(&self) -> RwLockWriteGuard<'_, ()> {
         self.gate.write().await
     }
+
+    /// The gate, for reads of links on reader connections to hold (see the module docs).
+    pub fn gate(&self) -> &RwLock<()> {
+        &self.gate
+    }
 }
 
 /// The exclusive lock a server holds on `<path>.lock` while it journals the clicks of the SQLite
@@ -192,38 +202,32 @@ pub(crate) fn lock_server(path: &str) -> Result<File, StorageError> {
     }
 }
 
-/// Taken by reads of links on reader connections, if there is a journal; see the module docs.
-pub(crate) async fn reading(journal: Option<&ClickJournal>) -> Option<RwLockReadGuard<'_, ()>> {
-    match journal {
-        Some(journal) => Some(journal.gate.read().await),
-        None => None,
-    }
-}
-
-/// Adds the unfolded clicks of counter `key`, if there is a journal.
-pub(crate) fn with_unfolded(journal: Option<&ClickJournal>, key: i64, clicks: i64) -> i64 {
-    journal.map_or(clicks, |j| clicks + j.unfolded(key))
-}
-
 /// A journal row: `(counter key, clicks)` pairs in key order, each as two unsigned varints, the
-/// key as its distance from the previous one (a flush of ten thousand pairs is ~30 KB).
-pub(crate) fn encode(counts: &[(i64, i64)]) -> Vec<u8> {
+/// key as its distance from the previous one (a flush of ten thousand pairs is ~30 KB). Keys
+/// must not descend, nor be negative, and counts must not be negative: such a pair is a caller's
+/// bug, and the whole row is refused ([`StorageError::Invalid`]) rather than a pair dropped (a
+/// lost count) or wrapped around into another link's counter.
+pub(crate) fn encode(counts: &[(i64, i64)]) -> Result<Vec<u8>, StorageError> {
     use unsigned_varint::encode;
 
     let mut out = Vec::with_capacity(counts.len() * 4);
     let mut buf = encode::u64_buffer();
     let mut previous = 0;
     for &(key, count) in counts {
-        // Keys ascend and counts are positive; anything else is not written (a caller's bug
-        // would otherwise wrap around into another link's counter).
-        let (Ok(delta), Ok(count)) = (u64::try_from(key - previous), u64::try_from(count)) else {
-            continue;
+        let (Some(delta), Ok(count)) = (
+            key.checked_sub(previous)
+                .and_then(|d| u64::try_from(d).ok()),
+            u64::try_from(count),
+        ) else {
+            return Err(StorageError::Invalid(
+                "click counts must be non-negative, by counter keys in ascending order",
+            ));
         };
         out.extend_from_slice(encode::u64(delta, &mut buf));
         out.extend_from_slice(encode::u64(count, &mut buf));
         previous = key;
     }
-    out
+    Ok(out)
 }
 
 /// The pairs of a journal row.
@@ -244,6 +248,123 @@ pub(crate) fn decode(mut row: &[u8]) -> Result<Vec<(i64, i64)>, StorageError> {
     Ok(counts)
 }
 
+/// Adds the counts of a JSON object (`{"<counter key>": clicks, …}`, keys ascending) to the
+/// counters: SQLite walks the object and finds each counter by its row key, in key order.
+///
+/// JSON because diesel prepares every `UPDATE` and `sql_query` anew: an update per link, or one
+/// with a thousand rows of `VALUES`, spent most of a flush in SQLite's parser, and a scratch table
+/// filled row by row cost a bound insert per link and a second B-tree search per counter.
+const ADD_CLICKS: &str = "UPDATE link_clicks SET clicks = link_clicks.clicks + v.n \
+    FROM (SELECT CAST(key AS INTEGER) AS k, value AS n FROM json_each(?)) AS v \
+    WHERE link_clicks.link_seq = v.k";
+
+/// Counters added per statement (about a millisecond of work; preparing it is a few per cent).
+const CLICKS_PER_STATEMENT: usize = 1000;
+
+/// Adds `(counter key, clicks)` pairs, in key order, to the counters, inside the caller's
+/// transaction, in statements of [`CLICKS_PER_STATEMENT`] handed to the connection's thread one
+/// after the other.
+///
+/// Slices, because a fold of a million links' clicks is a few hundred milliseconds of CPU: in
+/// one piece it would hold a CPU that long against the redirect workers, whose requests would
+/// wait behind it (the redirect p99 with the bench's server on one CPU, docs/PERFORMANCE.md).
+/// Between two statements the thread waits for the next handoff, and a worker that has requests
+/// runs first.
+pub(crate) async fn add_clicks(c: &mut Conn, counts: &[(i64, i64)]) -> QueryResult<()> {
+    use std::fmt::Write;
+
+    for slice in counts.chunks(CLICKS_PER_STATEMENT) {
+        let mut object = String::with_capacity(slice.len() * 12 + 2);
+        object.push('{');
+        for (i, (key, count)) in slice.iter().enumerate() {
+            let comma = if i == 0 { "" } else { "," };
+            let _ = write!(object, "{comma}\"{key}\":{count}");
+        }
+        object.push('}');
+        diesel::sql_query(ADD_CLICKS)
+            .bind::<diesel::sql_types::Text, _>(object)
+            .execute(c)
+            .await?;
+    }
+    Ok(())
+}
+
+/// Counts a flush's `(counter key, clicks)` pairs, in key order, inside the caller's
+/// transaction: as one journal row when the store journals clicks, else in place.
+pub(crate) async fn count_clicks(
+    c: &mut Conn,
+    counts: &[(i64, i64)],
+    hooks: &impl Hooks,
+) -> Result<(), StorageError> {
+    if hooks.journals_clicks() {
+        append(c, counts).await
+    } else {
+        Ok(add_clicks(c, counts).await?)
+    }
+}
+
+diesel::table! {
+    /// The click journal (`click_journal.rs`): one row per journaled flush.
+    click_journal (id) {
+        id -> BigInt,
+        counts -> Binary,
+    }
+}
+
+/// Journals a flush's `(counter key, clicks)` pairs, in key order, as one row, inside the
+/// caller's transaction; [`ClickJournal::journaled`] once it commits.
+pub(crate) async fn append(c: &mut Conn, counts: &[(i64, i64)]) -> Result<(), StorageError> {
+    diesel::insert_into(click_journal::table)
+        .values(click_journal::counts.eq(encode(counts)?))
+        .execute(c)
+        .await?;
+    Ok(())
+}
+
+/// Folds the journal into the counters: adds the in-memory sum (which equals its rows, as the
+/// caller holds the writer connection) and deletes the rows, in one transaction committed with
+/// the readers held off, then clears the sum before they go on.
+pub(crate) async fn fold_journal(c: &mut Conn, journal: &ClickJournal) -> Result<(), StorageError> {
+    let started = std::time::Instant::now();
+    let mut links = 0;
+    let gate = c
+        .transaction(async |c| -> Result<_, StorageError> {
+            let mut after = i64::MIN;
+            loop {
+                let counts = journal.to_fold_after(after, CLICKS_PER_STATEMENT);
+                let Some(&(last, _)) = counts.last() else {
+                    break;
+                };
+                add_clicks(c, &counts).await?;
+                (after, links) = (last, links + counts.len());
+            }
+            diesel::delete(click_journal::table).execute(c).await?;
+            Ok(journal.folding().await)
+        })
+        .await?;
+    journal.folded();
+    drop(gate);
+    tracing::debug!(
+        links,
+        elapsed_ms = started.elapsed().as_millis(),
+        "folded the click journal into the counters"
+    );
+    Ok(())
+}
+
+/// Adds the rows an earlier process journaled and did not fold to the in-memory sum.
+pub(crate) async fn load_journal(c: &mut Conn, journal: &ClickJournal) -> Result<(), StorageError> {
+    let rows: Vec<Vec<u8>> = click_journal::table
+        .select(click_journal::counts)
+        .order(click_journal::id)
+        .load(c)
+        .await?;
+    for row in rows {
+        journal.journaled(&decode(&row)?);
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -251,13 +372,23 @@ mod tests {
     #[test]
     fn a_row_decodes_to_the_pairs_encoded() {
         let counts = vec![(1, 1), (2, 300), (1_000_000, 1), (i64::MAX, i64::MAX)];
-        assert_eq!(decode(&encode(&counts)).unwrap(), counts);
-        assert_eq!(decode(&encode(&[])).unwrap(), vec![]);
+        assert_eq!(decode(&encode(&counts).unwrap()).unwrap(), counts);
+        assert_eq!(decode(&encode(&[]).unwrap()).unwrap(), vec![]);
+    }
+
+    #[test]
+    fn pairs_out_of_order_are_refused_not_dropped() {
+        for counts in [vec![(5, 1), (4, 1)], vec![(-1, 1)], vec![(1, -1)]] {
+            assert!(
+                matches!(encode(&counts), Err(StorageError::Invalid(_))),
+                "{counts:?}"
+            );
+        }
     }
 
     #[test]
     fn a_truncated_row_is_corrupt() {
-        let row = encode(&[(5, 70_000)]);
+        let row = encode(&[(5, 70_000)]).unwrap();
         assert!(matches!(
             decode(&row[..row.len() - 1]),
             Err(StorageError::Corrupt(_))

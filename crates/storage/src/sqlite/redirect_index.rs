@@ -6,7 +6,8 @@
 //! code → destination map in memory for that reason (in Redis, typically); with the embedded
 //! database the process itself can, because every change of a link passes through its one
 //! writer connection: the store applies each change here after it commits, while it still holds
-//! that connection, so the index changes in commit order and is never stale.
+//! that connection (every change takes the proof, `writer::Held`), so the index changes in
+//! commit order and is never stale.
 //!
 //! Memory is the price: about 20 bytes per link plus its code and destination, packed into
 //! 2 MiB chunks (no allocation per link; each chunk a huge page where the kernel allows), with a
@@ -25,6 +26,8 @@ use hashbrown::{DefaultHashBuilder, HashTable};
 use memmap2::{MmapMut, MmapOptions};
 use shortlink_domain::{Destination, WorkspaceId};
 
+use super::writer::Held;
+use crate::StorageError;
 use crate::model::{CounterKey, RedirectTarget};
 
 /// Arena chunk size: one huge page ([`new_chunk`]). A record never spans two chunks, so this
@@ -55,7 +58,7 @@ impl RedirectIndex {
     }
 
     /// Installs a freshly loaded index (or none, when the links did not fit).
-    pub(crate) fn install(&self, tables: Option<Tables>) {
+    pub(crate) fn install(&self, _: &Held, tables: Option<Tables>) {
         let mut guard = self.write();
         self.loaded.store(tables.is_some(), Ordering::Relaxed);
         *guard = tables;
@@ -67,9 +70,16 @@ impl RedirectIndex {
         self.loaded.load(Ordering::Relaxed)
     }
 
-    /// `None` when there is no index; otherwise the link with `code` on `domain`, if any.
+    /// `None` when there is no index (or its record of the code is damaged: the database
+    /// answers instead); otherwise the link with `code` on `domain`, if any.
     pub(crate) fn get(&self, domain: &str, code: &str) -> Option<Option<RedirectTarget>> {
-        Some(self.read().as_ref()?.get(domain, code))
+        match self.read().as_ref()?.get(domain, code) {
+            Ok(found) => Some(found),
+            Err(damaged) => {
+                tracing::error!(domain, code, "{damaged}: the database answers instead");
+                None
+            }
+        }
     }
 
     /// `None` when there is no index; otherwise whether a link has `code` on `domain`.
@@ -80,6 +90,7 @@ impl RedirectIndex {
     /// Records links that were just committed (or changed: a code's earlier record is replaced).
     pub(crate) fn insert<'a>(
         &self,
+        _: &Held,
         links: impl IntoIterator<Item = (&'a str, &'a str, RedirectTarget)>,
     ) {
         let mut guard = self.write();
@@ -93,16 +104,22 @@ impl RedirectIndex {
     }
 
     /// Points an indexed code elsewhere.
-    pub(crate) fn set_destination(&self, domain: &str, code: &str, destination: &Destination) {
+    pub(crate) fn set_destination(
+        &self,
+        held: &Held,
+        domain: &str,
+        code: &str,
+        destination: &Destination,
+    ) {
         let current = self.get(domain, code).flatten();
         if let Some(mut target) = current {
             target.destination = destination.clone();
-            self.insert([(domain, code, target)]);
+            self.insert(held, [(domain, code, target)]);
         }
     }
 
     /// Forgets a deleted code.
-    pub(crate) fn remove(&self, domain: &str, code: &str) {
+    pub(crate) fn remove(&self, _: &Held, domain: &str, code: &str) {
         let mut guard = self.write();
         if let Some(tables) = guard.as_mut() {
             tables.remove(domain, code);
@@ -175,7 +192,7 @@ impl Tables {
         let Some(at) = self.arena.push(&record) else {
             return false;
         };
-        let hash = self.hasher.hash_one(code);
+        let hash = self.hasher.hash_one(code.as_bytes());
         let (arena, hasher) = (&self.arena, &self.hasher);
         let table = match self.domains.get_mut(domain) {
             Some(table) => table,
@@ -183,7 +200,7 @@ impl Tables {
         };
         let entry = table.entry(
             hash,
-            |&other| arena.code(other) == code,
+            |&other| arena.code(other) == code.as_bytes(),
             |&other| hasher.hash_one(arena.code(other)),
         );
         if let hashbrown::hash_table::Entry::Occupied(mut slot) = entry {
@@ -199,19 +216,24 @@ impl Tables {
     fn find(&self, domain: &str, code: &str) -> Option<u32> {
         let table = self.domains.get(domain)?;
         table
-            .find(self.hasher.hash_one(code), |&at| {
-                self.arena.code(at) == code
+            .find(self.hasher.hash_one(code.as_bytes()), |&at| {
+                self.arena.code(at) == code.as_bytes()
             })
             .copied()
     }
 
-    fn get(&self, domain: &str, code: &str) -> Option<RedirectTarget> {
-        let record = self.arena.record(self.find(domain, code)?);
-        Some(RedirectTarget {
+    fn get(&self, domain: &str, code: &str) -> Result<Option<RedirectTarget>, StorageError> {
+        let Some(at) = self.find(domain, code) else {
+            return Ok(None);
+        };
+        let record = self.arena.record(at);
+        let destination = String::from_utf8(record.destination.to_vec())
+            .map_err(|_| StorageError::Corrupt("redirect index record"))?;
+        Ok(Some(RedirectTarget {
             counter: CounterKey(record.seq),
             workspace_id: self.workspaces.get(record.workspace),
-            destination: Destination::from_trusted(record.destination.to_owned()),
-        })
+            destination: Destination::from_trusted(destination),
+        }))
     }
 
     fn remove(&mut self, domain: &str, code: &str) {
@@ -219,7 +241,8 @@ impl Tables {
             return;
         };
         let arena = &self.arena;
-        let found = table.find_entry(self.hasher.hash_one(code), |&at| arena.code(at) == code);
+        let hash = self.hasher.hash_one(code.as_bytes());
+        let found = table.find_entry(hash, |&at| arena.code(at) == code.as_bytes());
         if let Ok(slot) = found {
             let (at, _) = slot.remove();
             self.arena.forget(at);
@@ -324,10 +347,11 @@ impl Arena {
         Record::decode(self.from(at))
     }
 
-    /// A record's code alone: what a lookup compares, without reading the rest of the record.
-    fn code(&self, at: u32) -> &str {
+    /// A record's code alone, as bytes: what a lookup compares (and hashes), without reading the
+    /// rest of the record or checking that it is text.
+    fn code(&self, at: u32) -> &[u8] {
         let ([code_len, ..], rest) = Record::numbers(self.from(at));
-        std::str::from_utf8(&rest[..code_len as usize]).unwrap_or_default()
+        &rest[..code_len as usize]
     }
 }
 
@@ -336,7 +360,8 @@ impl Arena {
 struct Record<'a> {
     seq: i64,
     workspace: u32,
-    destination: &'a str,
+    /// Text, as [`Record::encode`] wrote it; [`Tables::get`] checks.
+    destination: &'a [u8],
     /// Bytes the record takes.
     len: usize,
 }
@@ -384,8 +409,7 @@ impl<'a> Record<'a> {
         Record {
             seq,
             workspace,
-            // A whole `str` when encoded.
-            destination: std::str::from_utf8(destination).unwrap_or_default(),
+            destination,
             len: header + code_len + destination_len,
         }
     }
@@ -428,14 +452,17 @@ mod tests {
 
     fn loaded(budget: usize) -> RedirectIndex {
         let index = RedirectIndex::empty();
-        index.install(Some(Tables::new(budget)));
+        index.install(&Held::for_test(), Some(Tables::new(budget)));
         index
     }
 
     #[test]
     fn without_an_index_nothing_is_answered() {
         let index = RedirectIndex::empty();
-        index.insert([("sho.rt", "a", target(1, "https://example.com/"))]);
+        index.insert(
+            &Held::for_test(),
+            [("sho.rt", "a", target(1, "https://example.com/"))],
+        );
         assert_eq!(index.get("sho.rt", "a"), None);
     }
 
@@ -446,11 +473,14 @@ mod tests {
             target(1, "https://a.example/"),
             target(2, "https://b.example/x?y=1"),
         );
-        index.insert([
-            ("sho.rt", "a", a.clone()),
-            ("sho.rt", "b", b.clone()),
-            ("other.rt", "a", b.clone()),
-        ]);
+        index.insert(
+            &Held::for_test(),
+            [
+                ("sho.rt", "a", a.clone()),
+                ("sho.rt", "b", b.clone()),
+                ("other.rt", "a", b.clone()),
+            ],
+        );
         assert_eq!(index.get("sho.rt", "a"), Some(Some(a.clone())));
         assert_eq!(index.get("sho.rt", "b"), Some(Some(b.clone())));
         assert_eq!(index.get("other.rt", "a"), Some(Some(b.clone())));
@@ -458,14 +488,14 @@ mod tests {
         assert_eq!(index.get("elsewhere", "a"), Some(None));
 
         let moved = Destination::from_trusted("https://moved.example/".into());
-        index.set_destination("sho.rt", "a", &moved);
+        index.set_destination(&Held::for_test(), "sho.rt", "a", &moved);
         let expected = RedirectTarget {
             destination: moved,
             ..a
         };
         assert_eq!(index.get("sho.rt", "a"), Some(Some(expected)));
 
-        index.remove("sho.rt", "a");
+        index.remove(&Held::for_test(), "sho.rt", "a");
         assert_eq!(index.get("sho.rt", "a"), Some(None));
         assert_eq!(index.get("other.rt", "a"), Some(Some(b)));
     }
@@ -474,12 +504,15 @@ mod tests {
     fn an_index_over_its_budget_is_dropped() {
         let index = loaded(4096);
         let long = format!("https://example.com/{}", "a".repeat(5000));
-        index.insert([("sho.rt", "a", target(1, "https://example.com/"))]);
+        index.insert(
+            &Held::for_test(),
+            [("sho.rt", "a", target(1, "https://example.com/"))],
+        );
         assert_eq!(
             index.get("sho.rt", "a").map(|found| found.is_some()),
             Some(true)
         );
-        index.insert([("sho.rt", "b", target(2, &long))]);
+        index.insert(&Held::for_test(), [("sho.rt", "b", target(2, &long))]);
         assert_eq!(index.get("sho.rt", "a"), None, "no index at all");
     }
 
@@ -501,7 +534,10 @@ mod tests {
         assert_eq!(tables.arena.garbage, 0);
         assert_eq!(tables.arena.bytes() * 2, before);
         for (i, t) in targets.iter().enumerate() {
-            assert_eq!(tables.get("sho.rt", &i.to_string()).as_ref(), Some(t));
+            assert_eq!(
+                tables.get("sho.rt", &i.to_string()).unwrap().as_ref(),
+                Some(t)
+            );
         }
     }
 }

@@ -10,7 +10,8 @@
 //! How it stays exact:
 //! - `link_codes` holds the code of every link up to its fold mark (`link_codes_folded`); the
 //!   links after it are the recent ones, and they are exactly the rows of `links` past the mark.
-//! - Only the single writer connection changes this state, and only while it holds it: a
+//! - Only the single writer connection changes this state, and only while it holds it (every
+//!   change takes the proof, `writer::Held`): a
 //!   creation's codes are tentative until its transaction commits, then committed; a deletion
 //!   forgets its code after it commits; a fold writes every recent link's code, moves the mark
 //!   and then forgets them.
@@ -34,23 +35,19 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::redirect_index::RedirectIndex;
+use diesel::SqliteConnection;
+use diesel::prelude::*;
+
+use super::redirect_index::RedirectIndex;
+use super::writer::{Held, Writer};
+use crate::StorageError;
+use crate::hooks::Lookup;
+use crate::schema::{link_codes_folded, links};
 
 /// Recent links past which the next creation folds their codes into `link_codes`. A fold writes
 /// each page of the index it touches once, so larger folds cost less per link; they take longer
 /// (tens of milliseconds for this many) and hold more codes in memory (~100 bytes a link).
 pub(crate) const FOLD_AT: usize = 20_000;
-
-/// Where the link with a code is, as far as [`RecentCodes`] know.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Lookup {
-    /// A recent link, by its row number.
-    Recent(i64),
-    /// Not a recent link: in `link_codes`, if anywhere.
-    Indexed,
-    /// Among the recent rows of `links`, or in `link_codes`.
-    SearchRecent,
-}
 
 /// The codes of links created since the last fold, by domain. Clones share them.
 #[derive(Debug, Default, Clone)]
@@ -69,8 +66,6 @@ struct State {
     data_version: Option<i64>,
     /// Whether this store is its file's one server, whose recent codes are every recent link's.
     complete: bool,
-    /// Whether a fold is on its way ([`RecentCodes::start_fold`]).
-    folding: bool,
     /// The store's redirect index while it holds the code of every link in the file
     /// ([`RecentCodes::index_loaded`]).
     every_code: Option<Arc<RedirectIndex>>,
@@ -150,7 +145,7 @@ impl RecentCodes {
 
     /// The store became its file's one server (after [`RecentCodes::reload`] under the writer):
     /// these are the codes of every recent link from now on.
-    pub(crate) fn set_complete(&self) {
+    pub(crate) fn set_complete(&self, _: &Held) {
         self.state().complete = true;
     }
 
@@ -172,7 +167,7 @@ impl RecentCodes {
     /// The store's redirect index was loaded after the writer last looked at `data_version` (in
     /// [`RecentCodes::begin`]), holding the writer since: it holds every link's code until
     /// another connection writes to the file.
-    pub(crate) fn index_loaded(&self, index: Arc<RedirectIndex>) {
+    pub(crate) fn index_loaded(&self, _: &Held, index: Arc<RedirectIndex>) {
         self.state().every_code = Some(index);
     }
 
@@ -180,7 +175,7 @@ impl RecentCodes {
     /// tentative, and tells whether the recent links must be read again from the file (another
     /// connection wrote to it since `data_version` was last seen, or none was seen yet). After
     /// such a write the redirect index no longer answers for codes.
-    pub(crate) fn begin(&self, data_version: i64) -> bool {
+    pub(crate) fn begin(&self, _: &Held, data_version: i64) -> bool {
         let mut state = self.state();
         state.tentative = Codes::default();
         let changed = state.data_version.replace(data_version) != Some(data_version);
@@ -194,7 +189,7 @@ impl RecentCodes {
     }
 
     /// Replaces the committed recent links with those read from the file.
-    pub(crate) fn reload(&self, rows: Vec<(String, String, i64)>) {
+    pub(crate) fn reload(&self, _: &Held, rows: Vec<(String, String, i64)>) {
         let mut state = self.state();
         state.committed = Codes::default();
         for (domain, code, seq) in rows {
@@ -203,12 +198,12 @@ impl RecentCodes {
     }
 
     /// A link the transaction in progress inserted.
-    pub(crate) fn inserted(&self, domain: String, code: String, seq: i64) {
+    pub(crate) fn inserted(&self, _: &Held, domain: String, code: String, seq: i64) {
         self.state().tentative.insert(domain, code, seq);
     }
 
     /// The transaction in progress committed (`true`) or not.
-    pub(crate) fn finished(&self, committed: bool) {
+    pub(crate) fn finished(&self, _: &Held, committed: bool) {
         let state = &mut *self.state();
         let tentative = state.tentative.drain();
         if committed {
@@ -220,28 +215,130 @@ impl RecentCodes {
 
     /// The link with `code` on `domain` was deleted (its transaction committed; no other link
     /// can have taken the code since, as the writer is still held).
-    pub(crate) fn deleted(&self, domain: &str, code: &str) {
+    pub(crate) fn deleted(&self, _: &Held, domain: &str, code: &str) {
         self.state().committed.remove(domain, code);
     }
 
-    /// Whether a fold should start now: enough recent links wait and no fold is on its way.
-    /// When true, the caller folds and then calls [`RecentCodes::fold_ended`].
-    pub(crate) fn start_fold(&self) -> bool {
-        let mut state = self.state();
-        let due = state.committed.len >= FOLD_AT && !state.folding;
-        state.folding |= due;
-        due
+    /// Whether enough recent links wait for a fold ([`FOLD_AT`]).
+    pub(crate) fn fold_due(&self) -> bool {
+        self.state().committed.len >= FOLD_AT
     }
 
-    /// The fold [`RecentCodes::start_fold`] asked for ended, folded or not.
-    pub(crate) fn fold_ended(&self) {
-        self.state().folding = false;
+    /// Whether the file changed since the writer last looked (`data_version` differs from the
+    /// one it saw, or it never looked): [`RecentCodes::begin`] will tell the same, and the recent
+    /// links must be read again.
+    fn is_stale(&self, data_version: i64) -> bool {
+        self.state().data_version != Some(data_version)
     }
 
     /// A fold committed: every link up to `through` has its code in `link_codes`.
-    pub(crate) fn folded(&self, through: i64) {
+    pub(crate) fn folded(&self, _: &Held, through: i64) {
         self.state().committed.retain_after(through);
     }
+}
+
+/// What the writer read of the file for the recent codes ([`read_file`]).
+pub(crate) struct Seen {
+    data_version: i64,
+    /// The recent links, when they had to be read again.
+    recent: Option<Vec<(String, String, i64)>>,
+}
+
+/// Reads what the recent codes need of the file, on the writer's own thread: its
+/// `data_version`, and the recent links too if another connection wrote to the file since the
+/// writer last looked, or if it never looked. Inside a transaction, so that what the pragma
+/// reports and the rows read after it are one snapshot. [`RecentCodes::caught_up`] applies it.
+pub(crate) fn read_file(c: &mut SqliteConnection, codes: &RecentCodes) -> QueryResult<Seen> {
+    #[derive(QueryableByName)]
+    struct DataVersion {
+        #[diesel(sql_type = diesel::sql_types::BigInt)]
+        data_version: i64,
+    }
+
+    let version: DataVersion =
+        diesel::RunQueryDsl::get_result(diesel::sql_query("PRAGMA data_version"), c)?;
+    let recent = if codes.is_stale(version.data_version) {
+        let through: i64 = diesel::RunQueryDsl::get_result(
+            link_codes_folded::table.select(link_codes_folded::through_seq),
+            c,
+        )?;
+        Some(diesel::RunQueryDsl::load(
+            links::table.filter(links::seq.gt(through)).select((
+                links::domain,
+                links::short_code,
+                links::seq,
+            )),
+            c,
+        )?)
+    } else {
+        None
+    };
+    Ok(Seen {
+        data_version: version.data_version,
+        recent,
+    })
+}
+
+impl RecentCodes {
+    /// Starts a creation's transaction, or a look at the file, with what [`read_file`] saw.
+    pub(crate) fn caught_up(&self, held: &Held, seen: Seen) {
+        self.begin(held, seen.data_version);
+        if let Some(recent) = seen.recent {
+            self.reload(held, recent);
+        }
+    }
+}
+
+/// Brings the recent codes up to date with the file now, outside a creation.
+pub(crate) async fn look_at_file(writer: &mut Writer, codes: &RecentCodes) -> QueryResult<()> {
+    let shared = codes.clone();
+    let seen = writer
+        .conn()
+        .spawn_blocking(move |c| c.transaction(|c| read_file(c, &shared)))
+        .await?;
+    codes.caught_up(writer.held(), seen);
+    Ok(())
+}
+
+/// Makes the recent codes every recent link's, for the store that became its file's one server:
+/// whatever was created before it took the server lock is read from the file.
+pub(crate) async fn complete(writer: &mut Writer, codes: &RecentCodes) -> QueryResult<()> {
+    look_at_file(writer, codes).await?;
+    codes.set_complete(writer.held());
+    Ok(())
+}
+
+pub(crate) fn fold_codes(c: &mut SqliteConnection) -> QueryResult<i64> {
+    c.immediate_transaction(|c| {
+        diesel::RunQueryDsl::execute(
+            diesel::sql_query(
+                "INSERT INTO link_codes (domain, short_code, link_seq) \
+                 SELECT domain, short_code, seq FROM links \
+                 WHERE seq > (SELECT through_seq FROM link_codes_folded) \
+                 ORDER BY domain, short_code",
+            ),
+            c,
+        )?;
+        diesel::RunQueryDsl::execute(
+            diesel::sql_query(
+                "UPDATE link_codes_folded \
+                 SET through_seq = max(through_seq, coalesce((SELECT max(seq) FROM links), 0))",
+            ),
+            c,
+        )?;
+        diesel::RunQueryDsl::get_result(
+            link_codes_folded::table.select(link_codes_folded::through_seq),
+            c,
+        )
+    })
+}
+
+/// Folds the recent codes ([`fold_codes`] on the writer connection, which stays held until the
+/// recent codes have forgotten what was folded).
+pub(crate) async fn fold(writer: &mut Writer, codes: &RecentCodes) -> Result<(), StorageError> {
+    let through = writer.conn().spawn_blocking(fold_codes).await?;
+    codes.folded(writer.held(), through);
+    Ok(())
 }
 
 #[cfg(test)]
@@ -250,12 +347,12 @@ mod tests {
 
     #[test]
     fn tentative_codes_count_once_committed() {
-        let codes = RecentCodes::default();
-        assert!(codes.begin(1));
-        codes.inserted("sho.rt".into(), "abc".into(), 7);
+        let (codes, held) = (RecentCodes::default(), Held::for_test());
+        assert!(codes.begin(&held, 1));
+        codes.inserted(&held, "sho.rt".into(), "abc".into(), 7);
         assert_eq!(codes.is_free("sho.rt", "abc"), Some(false));
         assert_eq!(codes.lookup("sho.rt", "abc"), Lookup::SearchRecent);
-        codes.finished(true);
+        codes.finished(&held, true);
         assert_eq!(codes.lookup("sho.rt", "abc"), Lookup::Recent(7));
         assert_eq!(
             codes.is_free("other.rt", "abc"),
@@ -266,43 +363,43 @@ mod tests {
 
     #[test]
     fn a_rolled_back_or_abandoned_transaction_leaves_nothing() {
-        let codes = RecentCodes::default();
-        codes.begin(1);
-        codes.inserted("sho.rt".into(), "gone".into(), 1);
-        codes.finished(false);
+        let (codes, held) = (RecentCodes::default(), Held::for_test());
+        codes.begin(&held, 1);
+        codes.inserted(&held, "sho.rt".into(), "gone".into(), 1);
+        codes.finished(&held, false);
         assert_eq!(codes.is_free("sho.rt", "gone"), None);
 
-        codes.inserted("sho.rt".into(), "stale".into(), 2);
+        codes.inserted(&held, "sho.rt".into(), "stale".into(), 2);
         // The next transaction starts without it.
-        assert!(!codes.begin(1));
+        assert!(!codes.begin(&held, 1));
         assert_eq!(codes.is_free("sho.rt", "stale"), None);
     }
 
     #[test]
     fn another_writer_asks_for_a_reload() {
-        let codes = RecentCodes::default();
-        assert!(codes.begin(3), "nothing seen yet");
-        assert!(!codes.begin(3));
-        assert!(codes.begin(4));
-        codes.reload(vec![("sho.rt".into(), "x".into(), 9)]);
+        let (codes, held) = (RecentCodes::default(), Held::for_test());
+        assert!(codes.begin(&held, 3), "nothing seen yet");
+        assert!(!codes.begin(&held, 3));
+        assert!(codes.begin(&held, 4));
+        codes.reload(&held, vec![("sho.rt".into(), "x".into(), 9)]);
         assert_eq!(codes.lookup("sho.rt", "x"), Lookup::Recent(9));
         assert_eq!(codes.lookup("sho.rt", "y"), Lookup::SearchRecent);
-        codes.set_complete();
+        codes.set_complete(&held);
         assert_eq!(codes.lookup("sho.rt", "y"), Lookup::Indexed);
     }
 
     #[test]
     fn deletion_and_fold_forget_codes() {
-        let codes = RecentCodes::default();
-        codes.begin(1);
+        let (codes, held) = (RecentCodes::default(), Held::for_test());
+        codes.begin(&held, 1);
         for (code, seq) in [("a", 1), ("b", 2), ("c", 3)] {
-            codes.inserted("sho.rt".into(), code.into(), seq);
+            codes.inserted(&held, "sho.rt".into(), code.into(), seq);
         }
-        codes.finished(true);
-        codes.deleted("sho.rt", "a");
-        codes.deleted("sho.rt", "not-recent");
+        codes.finished(&held, true);
+        codes.deleted(&held, "sho.rt", "a");
+        codes.deleted(&held, "sho.rt", "not-recent");
         assert_eq!(codes.lookup("sho.rt", "a"), Lookup::SearchRecent);
-        codes.folded(2);
+        codes.folded(&held, 2);
         assert_eq!(
             (codes.lookup("sho.rt", "b"), codes.lookup("sho.rt", "c")),
             (Lookup::SearchRecent, Lookup::Recent(3))

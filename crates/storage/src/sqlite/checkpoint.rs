@@ -9,7 +9,7 @@
 //! A passive checkpoint copies the log but cannot start it over: the log restarts from its
 //! beginning only when a write begins after everything in it was copied, which under a steady
 //! stream of writes may never happen, and then the log grows until the writer's own threshold
-//! (`wal_autocheckpoint` in `crate::pool`, ten times SQLite's) makes every commit checkpoint
+//! (`wal_autocheckpoint` in `pool.rs`, ten times SQLite's) makes every commit checkpoint
 //! again. So once the log is past [`RESTART_PAGES`], this thread checkpoints in `RESTART` mode:
 //! it waits for the transaction in progress, copies the little the passive passes left, and
 //! lets the next write start the log over.

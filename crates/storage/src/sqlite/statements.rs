@@ -1,0 +1,233 @@
+//! The few statements whose SQL or shape differs on SQLite, which the queries written once
+//! (`queries/`) call by name: the writer's lock, creation against the recent codes, multi-row
+//! inserts (counting clicks is `click_journal.rs`'s).
+//!
+//! diesel implements SQLite's batch insert for its synchronous connection only, so the outbox
+//! insert runs on it through the wrapper's `spawn_blocking` (inside the caller's transaction: it is
+//! the same connection).
+
+use diesel::prelude::*;
+use diesel_async::RunQueryDsl;
+
+use std::collections::{HashMap, HashSet};
+
+use super::recent_codes::{RecentCodes, read_file};
+use super::writer::Held;
+use super::{Conn, queries};
+use crate::rows::{DeliveryRow, NewLinkRow};
+use crate::schema::webhook_deliveries as d;
+
+/// Selects due deliveries. This runs in a write transaction on SQLite's single writer
+/// connection, so no other claim can interleave and no row lock is needed; the file's write lock
+/// is taken first ([`lock_for_writing`]).
+pub(crate) async fn lock_due(
+    c: &mut Conn,
+    now: i64,
+    limit: i64,
+) -> QueryResult<Vec<(String, String)>> {
+    lock_for_writing(c).await?;
+    queries::due(now, limit).load(c).await
+}
+
+/// Takes the file's write lock for the transaction in progress, which must come before any read
+/// in a transaction that reads and then writes: a transaction that reads first holds a snapshot,
+/// and SQLite fails its first write at once ("database is locked", without waiting) when another
+/// connection wrote meanwhile, as the checkpointer does while it restarts the log, or the CLI.
+/// Taking the lock first, a transaction waits its turn (the busy timeout) and reads what is
+/// current.
+pub(crate) async fn lock_for_writing(c: &mut Conn) -> QueryResult<()> {
+    c.spawn_blocking(take_write_lock).await
+}
+
+/// [`lock_for_writing`] on the connection's own thread: a statement that writes nothing.
+fn take_write_lock(c: &mut diesel::SqliteConnection) -> QueryResult<()> {
+    diesel::RunQueryDsl::execute(diesel::sql_query("DELETE FROM link_codes WHERE 0"), c)?;
+    Ok(())
+}
+
+/// What a creation on SQLite works with beside its connection: the store's recent codes, and
+/// the proof that it holds the writer, which changing them takes.
+pub(crate) struct Creation<'a> {
+    /// The store's recent codes.
+    pub(crate) codes: &'a RecentCodes,
+    /// The writer is held.
+    pub(crate) held: &'a Held,
+}
+
+/// Starts a creation's transaction: takes the file's write lock ([`lock_for_writing`]), then
+/// brings the recent codes up to date with the file (`recent_codes::read_file`), in one handoff.
+pub(crate) async fn begin_creation(c: &mut Conn, creation: &Creation<'_>) -> QueryResult<()> {
+    let codes = creation.codes.clone();
+    let seen = c
+        .spawn_blocking(move |c| {
+            take_write_lock(c)?;
+            read_file(c, &codes)
+        })
+        .await?;
+    creation.codes.caught_up(creation.held, seen);
+    Ok(())
+}
+
+/// Inserts the links whose code is free and returns their ids and row numbers; a link whose code
+/// a recent link, a folded one or an earlier row of the batch has is left out, which the caller
+/// reads as a conflict (as `ON CONFLICT DO NOTHING` reports it on PostgreSQL). Inside the
+/// caller's transaction, begun with [`begin_creation`]; the inserted codes stay tentative until
+/// it commits.
+///
+/// All of it runs in one handoff to the connection's thread: a handoff per statement costs a
+/// thread wake-up each.
+pub(crate) async fn insert_new_links(
+    c: &mut Conn,
+    rows: Vec<NewLinkRow>,
+    creation: &Creation<'_>,
+) -> QueryResult<Vec<(String, i64)>> {
+    let codes = creation.codes.clone();
+    let (inserted, tentative) = c
+        .spawn_blocking(move |c| {
+            let free = free_codes(c, &rows, &codes)?;
+            let rows: Vec<NewLinkRow> = rows
+                .into_iter()
+                .zip(free)
+                .filter_map(|(row, free)| free.then_some(row))
+                .collect();
+            let inserted = insert_links(c, &rows)?;
+            let mut by_id: HashMap<String, NewLinkRow> =
+                rows.into_iter().map(|r| (r.id.clone(), r)).collect();
+            let tentative: Vec<(String, String, i64)> = inserted
+                .iter()
+                .filter_map(|(id, seq)| {
+                    let row = by_id.remove(id)?;
+                    Some((row.domain, row.short_code, *seq))
+                })
+                .collect();
+            Ok((inserted, tentative))
+        })
+        .await?;
+    for (domain, code, seq) in tentative {
+        creation.codes.inserted(creation.held, domain, code, seq);
+    }
+    Ok(inserted)
+}
+
+/// For each row, whether its code is free: not a recent link's (committed or tentative), not in
+/// the code index (as the redirect index tells, when it can: [`RecentCodes::is_free`]), not an
+/// earlier row's.
+fn free_codes(
+    c: &mut diesel::SqliteConnection,
+    rows: &[NewLinkRow],
+    codes: &RecentCodes,
+) -> QueryResult<Vec<bool>> {
+    use crate::schema::link_codes;
+
+    let mut seen = HashSet::with_capacity(rows.len());
+    rows.iter()
+        .map(|row| {
+            let (domain, code) = (row.domain.as_str(), row.short_code.as_str());
+            if !seen.insert((domain, code)) {
+                return Ok(false);
+            }
+            match codes.is_free(domain, code) {
+                Some(free) => Ok(free),
+                None => diesel::RunQueryDsl::get_result(
+                    diesel::select(diesel::dsl::not(diesel::dsl::exists(
+                        link_codes::table.find((domain, code)),
+                    ))),
+                    c,
+                ),
+            }
+        })
+        .collect()
+}
+
+/// Inserts `rows`, as statements of a few fixed sizes ([`InsertLinks`]) that diesel prepares once
+/// and keeps (a statement sized to each batch was parsed anew every time: 200 rows have 1,400
+/// parameters); returns their ids and row numbers.
+fn insert_links(
+    c: &mut diesel::SqliteConnection,
+    rows: &[NewLinkRow],
+) -> QueryResult<Vec<(String, i64)>> {
+    let mut inserted = Vec::with_capacity(rows.len());
+    let mut rest = rows;
+    while !rest.is_empty() {
+        let size = InsertLinks::SIZES
+            .into_iter()
+            .find(|&size| size <= rest.len())
+            .unwrap_or(1);
+        let (chunk, tail) = rest.split_at(size);
+        inserted.extend(diesel::RunQueryDsl::load::<(String, i64)>(
+            InsertLinks(chunk),
+            c,
+        )?);
+        rest = tail;
+    }
+    Ok(inserted)
+}
+
+/// `INSERT INTO links … RETURNING id, seq` of some rows, whose SQL depends only on their number:
+/// diesel caches its prepared statement by that SQL, so each of [`InsertLinks::SIZES`] is parsed
+/// once per connection. (diesel's own batch insert on SQLite runs row by row when it has a
+/// `RETURNING` clause, and its `sql_query` is never cached.)
+struct InsertLinks<'a>(&'a [NewLinkRow]);
+
+impl InsertLinks<'_> {
+    /// Rows per statement, largest first; a batch is split greedily into these.
+    const SIZES: [usize; 4] = [64, 16, 4, 1];
+}
+
+impl diesel::query_builder::QueryId for InsertLinks<'_> {
+    type QueryId = ();
+    const HAS_STATIC_QUERY_ID: bool = false;
+}
+
+impl diesel::query_builder::Query for InsertLinks<'_> {
+    type SqlType = (diesel::sql_types::Text, diesel::sql_types::BigInt);
+}
+
+impl diesel::query_builder::QueryFragment<diesel::sqlite::Sqlite> for InsertLinks<'_> {
+    fn walk_ast<'b>(
+        &'b self,
+        mut out: diesel::query_builder::AstPass<'_, 'b, diesel::sqlite::Sqlite>,
+    ) -> QueryResult<()> {
+        use diesel::sql_types::{BigInt, Text};
+
+        out.push_sql(
+            "INSERT INTO links (id, workspace_id, domain, short_code, destination, created_at, \
+             updated_at) VALUES ",
+        );
+        for (i, row) in self.0.iter().enumerate() {
+            out.push_sql(if i == 0 { "(" } else { ", (" });
+            for (j, text) in [
+                &row.id,
+                &row.workspace_id,
+                &row.domain,
+                &row.short_code,
+                &row.destination,
+            ]
+            .into_iter()
+            .enumerate()
+            {
+                if j > 0 {
+                    out.push_sql(", ");
+                }
+                out.push_bind_param::<Text, _>(text)?;
+            }
+            out.push_sql(", ");
+            out.push_bind_param::<BigInt, _>(&row.created_at)?;
+            out.push_sql(", ");
+            out.push_bind_param::<BigInt, _>(&row.updated_at)?;
+            out.push_sql(")");
+        }
+        out.push_sql(" RETURNING id, seq");
+        Ok(())
+    }
+}
+
+impl diesel::query_dsl::RunQueryDsl<diesel::SqliteConnection> for InsertLinks<'_> {}
+
+/// One multi-row insert into the outbox.
+pub(crate) async fn insert_deliveries(c: &mut Conn, rows: Vec<DeliveryRow>) -> QueryResult<usize> {
+    c.spawn_blocking(move |c| {
+        diesel::RunQueryDsl::execute(diesel::insert_into(d::table).values(rows), c)
+    })
+    .await
+}
