@@ -40,9 +40,7 @@ pub async fn create_key(
     workspace: &Workspace,
     name: &str,
 ) -> anyhow::Result<(ApiKey, ApiKeySecret)> {
-    if name.is_empty() || name.len() > 100 {
-        bail!("key name must be 1 to 100 characters");
-    }
+    ApiKey::validate_name(name).map_err(anyhow::Error::msg)?;
     let secret = ApiKeySecret::generate();
     let key = ApiKey {
         id: ApiKeyId::generate(),

@@ -94,9 +94,27 @@ pub struct ApiKey {
     pub revoked_at: Option<Timestamp>,
 }
 
+impl ApiKey {
+    /// Checks a key's name (a label, shown when keys are listed): 1 to 100 bytes.
+    pub fn validate_name(name: &str) -> Result<(), &'static str> {
+        if name.is_empty() || name.len() > 100 {
+            return Err("key name must be 1 to 100 characters");
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn key_names_are_1_to_100_bytes() {
+        assert!(ApiKey::validate_name("ci").is_ok());
+        assert!(ApiKey::validate_name(&"k".repeat(100)).is_ok());
+        assert!(ApiKey::validate_name("").is_err());
+        assert!(ApiKey::validate_name(&"k".repeat(101)).is_err());
+    }
 
     #[test]
     fn secrets_are_long_random_and_hash_stably() {
