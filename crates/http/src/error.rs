@@ -1,7 +1,7 @@
 //! The error envelope and the one table that maps every error to (HTTP status, `error.code`).
 //!
-//! Which error type to use where: handlers and extractors return [`ApiError`]; the service's and
-//! storage's errors convert into it (`?` works); nothing else reaches the client. actix's own errors (bad JSON,
+//! Which error type to use where: handlers and extractors return [`ApiError`]; the service's
+//! and storage's errors convert into it (`?` works); nothing else reaches the client. actix's own errors (bad JSON,
 //! unknown routes, wrong methods) are routed here too, by the JSON/query/path configs and the
 //! default services set up in [`crate::configure`].
 

@@ -12,7 +12,8 @@ use shortlink_domain::{
 /// A fold costs a B-tree search and a row write per link it touches, however many clicks that
 /// link had, so the longer clicks wait, the less a click costs: with clicks spread over a
 /// million links, a fold every 5 s touched 0.85 of a counter per click, one every 60 s touches
-/// about 0.2 at the same rate (docs/PERFORMANCE.md; `click_journal.rs` has the how). The price is paid elsewhere: another
+/// about 0.2 at the same rate (docs/PERFORMANCE-ROUNDS.md, "A million links: clicks folded once
+/// a minute"; `sqlite/click_journal.rs` has the how). The price is paid elsewhere: another
 /// process reading the file sees counters up to this old, and a crash leaves this much journal
 /// for the next start to fold (a few megabytes at most).
 pub const FOLD_INTERVAL: Duration = Duration::from_secs(60);
@@ -120,7 +121,8 @@ pub struct ClickBatch {
 
 /// The key of a link's click counter: the link's row number in this database. A link's counter
 /// is found through this key, not through the link's id, because the counters are written
-/// often and their table is kept narrow (see `docs/PERFORMANCE.md`).
+/// often and their table is kept narrow (docs/PERFORMANCE-ROUNDS.md, "What the second round
+/// changed, and why").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct CounterKey(pub i64);
 

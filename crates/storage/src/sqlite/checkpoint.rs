@@ -3,7 +3,8 @@
 //! In WAL mode a commit that takes the log past SQLite's auto-checkpoint threshold (1000 pages)
 //! copies the log back into the database file and syncs it before the commit returns. With a
 //! single writer connection that stalls every write queued behind it: in bulk creation it was a
-//! fifth of the writer's CPU, plus the wait for `fsync` (docs/PERFORMANCE.md). A thread of its
+//! fifth of the writer's CPU, plus the wait for `fsync` (docs/PERFORMANCE-ROUNDS.md, "What the
+//! second round changed, and why"). A thread of its
 //! own checkpoints instead, in `PASSIVE` mode (it never blocks the writer or a reader).
 //!
 //! A passive checkpoint copies the log but cannot start it over: the log restarts from its

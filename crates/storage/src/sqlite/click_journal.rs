@@ -5,7 +5,8 @@
 //! per clicked link. With a million links clicked at random, each flush (four a second) dirtied
 //! nearly every page of the counters, and writing and checkpointing those pages was most of the
 //! server's CPU per redirect beyond the lookup. The same clicks folded in once every
-//! [`FOLD_INTERVAL`](crate::model::FOLD_INTERVAL) cost a tenth as much per click (docs/PERFORMANCE.md).
+//! [`FOLD_INTERVAL`](crate::model::FOLD_INTERVAL) cost a tenth as much per click
+//! (docs/PERFORMANCE-ROUNDS.md, "The click journal").
 //!
 //! How it stays exact:
 //! - A flush appends one row (its `(counter, clicks)` pairs, varint-encoded) in the transaction
@@ -267,7 +268,8 @@ const CLICKS_PER_STATEMENT: usize = 1000;
 ///
 /// Slices, because a fold of a million links' clicks is a few hundred milliseconds of CPU: in
 /// one piece it would hold a CPU that long against the redirect workers, whose requests would
-/// wait behind it (the redirect p99 with the bench's server on one CPU, docs/PERFORMANCE.md).
+/// wait behind it (the redirect p99 with the bench's server on one CPU: docs/PERFORMANCE.md, "How
+/// the CPUs are shared").
 /// Between two statements the thread waits for the next handoff, and a worker that has requests
 /// runs first.
 pub(crate) async fn add_clicks(c: &mut Conn, counts: &[(i64, i64)]) -> QueryResult<()> {

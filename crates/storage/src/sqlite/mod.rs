@@ -35,8 +35,10 @@ use tokio::sync::RwLock;
 use self::click_journal::ClickJournal;
 pub(crate) use self::click_journal::count_clicks;
 use self::pool::SqlitePool;
+#[cfg(feature = "testing")]
+pub(crate) use self::recent_codes::FOLD_AT as CODE_FOLD_AT;
 use self::recent_codes::RecentCodes;
-pub(crate) use self::recent_codes::{FOLD_AT as CODE_FOLD_AT, fold_codes};
+pub(crate) use self::recent_codes::fold_codes;
 use self::redirect_index::RedirectIndex;
 pub(crate) use self::statements::{
     Creation, begin_creation, insert_deliveries, insert_new_links, lock_due, lock_for_writing,
@@ -139,6 +141,7 @@ impl Sqlite {
     }
 
     /// The index's answer alone: `None` without an index.
+    #[cfg(feature = "testing")]
     pub(crate) fn resolve_in_memory(
         &self,
         domain: &str,

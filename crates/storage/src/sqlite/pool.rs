@@ -21,7 +21,8 @@ use crate::pool::build;
 /// flush neither reads their pages back nor spills them mid-transaction; the statement journal
 /// of a many-row `UPDATE` is kept in memory rather than in a temporary file. Checkpoints are
 /// another thread's work (`checkpoint.rs`); the writer's own threshold is a backstop. All
-/// measured with `just bench` (docs/PERFORMANCE.md).
+/// measured with `just bench` (docs/PERFORMANCE-ROUNDS.md, "What the second round changed, and
+/// why").
 const SQLITE_PRAGMAS: &str = concat!(
     "PRAGMA busy_timeout = 5000; PRAGMA foreign_keys = ON; PRAGMA synchronous = NORMAL; ",
     "PRAGMA cache_size = -16384; PRAGMA temp_store = MEMORY; PRAGMA wal_autocheckpoint = 10000;"

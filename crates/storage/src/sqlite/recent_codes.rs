@@ -4,8 +4,9 @@
 //! Why: codes are random, so indexing each link's code as it is created puts it on a random page
 //! of the index. With a transaction per group of creations, nearly every link dirtied a page of
 //! its own, written to the log at commit and again at the next checkpoint: half of what creating
-//! a link cost (docs/PERFORMANCE.md). A fold inserts thousands of codes in index order, so each
-//! page of the index is written once for all the codes it receives.
+//! a link cost (docs/PERFORMANCE-ROUNDS.md, "Bulk creation: the code index"). A fold inserts
+//! thousands of codes in index order, so each page of the index is written once for all the
+//! codes it receives.
 //!
 //! How it stays exact:
 //! - `link_codes` holds the code of every link up to its fold mark (`link_codes_folded`); the

@@ -297,9 +297,9 @@ struct Arena {
 /// Why: a lookup reads one record at a random place in the arena, about 90 MB for a million
 /// links. In 4 KiB pages that is a TLB miss and a page walk per redirect, which measured as
 /// 2 to 3 µs of a redirect's 10 with a million links and nothing with 10,000
-/// (docs/PERFORMANCE.md); in 2 MiB pages the whole arena's translations stay cached. Where the
-/// kernel offers no transparent huge pages the advice is ignored and the chunk is ordinary
-/// memory.
+/// (docs/PERFORMANCE-ROUNDS.md, "The redirect index in huge pages"); in 2 MiB pages the whole
+/// arena's translations stay cached. Where the kernel offers no transparent huge pages the
+/// advice is ignored and the chunk is ordinary memory.
 fn new_chunk() -> std::io::Result<MmapMut> {
     let chunk = MmapOptions::new().len(CHUNK).map_anon()?;
     #[cfg(target_os = "linux")]
