@@ -21,7 +21,7 @@ pub enum ServiceError {
     #[error("the service's background tasks run once")]
     AlreadyRunning,
     /// The HTTP client for webhook deliveries could not be built.
-    #[error("could not build the webhook client: {0}")]
+    #[error(transparent)]
     Webhooks(#[from] shortlink_webhooks::SenderError),
     /// Some clicks could not be written before the service stopped (the database stayed
     /// unavailable for the whole drain timeout); they are lost.

@@ -134,7 +134,9 @@ impl Store {
     }
 
     /// Opens pools for `url`: `sqlite://PATH` (the file is created if missing) or
-    /// `postgres://…`. Connections are made lazily; call [`Store::migrate`] next.
+    /// `postgres://…`. Connections are made lazily. Nothing else: [`Store::open`] is this and
+    /// every step a store needs before use; this alone is for a tool that migrates on its own
+    /// command ([`Store::migrate`]).
     pub fn connect(url: &str, options: PoolOptions) -> Result<Self, StorageError> {
         let backend = if url.starts_with("postgres://") || url.starts_with("postgresql://") {
             Backend::Postgres(pool::postgres(url, options.max_connections.max(2))?)
@@ -393,6 +395,9 @@ impl Store {
     /// another `Store` creates, changes or deletes would not be seen by redirects. Creations
     /// check new codes against the index instead of the code index until another connection
     /// writes to the file (`recent_codes.rs`).
+    ///
+    /// A step of [`Store::open`] for a server (after [`Store::start_click_journal`]); called
+    /// alone, it sets a store up by hand, as tests do.
     pub async fn load_redirect_index(&self, budget_bytes: usize) -> Result<bool, StorageError> {
         let Some(sqlite) = self.sqlite().cloned() else {
             return Ok(false);
@@ -489,6 +494,9 @@ impl Store {
     /// another process reading the file sees counters that lag by up to a fold. A second store
     /// starting the journal of the same file, while the first is open, is refused
     /// ([`StorageError::Unavailable`]): it would count the first one's journaled clicks twice.
+    ///
+    /// A step of [`Store::open`] for a server (the first after migrations); called alone, it sets
+    /// a store up by hand, as tests do.
     pub async fn start_click_journal(&self, fold_interval: Duration) -> Result<bool, StorageError> {
         let Some(sqlite) = self.sqlite().cloned() else {
             return Ok(false);
