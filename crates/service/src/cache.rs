@@ -2,12 +2,14 @@
 //! unknown codes so a scanner probing random paths does not reach the database for each.
 //!
 //! This process invalidates at once when the service changes or deletes a link (and clears the
-//! negative entry when a code is created). Other instances on the same database see changes within the entries' time to
-//! live; a shared invalidation channel can shorten that later without changing callers.
+//! negative entry when a code is created). Other instances on the same database see changes
+//! within the entries' time to live; a shared invalidation channel can shorten that later
+//! without changing callers.
 //!
 //! The caches are `quick_cache` (CLOCK-Pro eviction) rather than `moka`, which the HTTP crate
-//! uses for its key cache: on the redirect, moka's bookkeeping (access-order deques, pending-task draining)
-//! was about a tenth of the server's CPU, and a lookup here is most of the route's own work.
+//! uses for its key cache: on the redirect, moka's bookkeeping (access-order deques,
+//! pending-task draining) was about a tenth of the server's CPU, and a lookup here is most of
+//! the route's own work.
 //! The time to live is checked on read, against the time an entry was stored.
 
 use std::sync::Arc;
