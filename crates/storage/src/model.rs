@@ -61,10 +61,10 @@ pub struct StoreOptions {
 #[derive(Debug, Clone, Copy)]
 pub struct ServerOptions {
     /// MiB of memory for every link's redirect target (0: none; `Store::resolve` then reads
-    /// the database). See `Store::load_redirect_index`.
+    /// the database). Links that do not fit, at start or later, turn the index off with a warning.
     pub redirect_index_mib: usize,
     /// How often journaled clicks are folded into the file's counters: how old the counts
-    /// another process reads from the file may be. See `Store::start_click_journal`.
+    /// another process reads from the file may be.
     pub click_fold_interval: Duration,
 }
 

@@ -165,22 +165,20 @@ impl Store {
         if let Some(server) = options.server
             && store.kind() == DatabaseKind::Sqlite
         {
-            store
-                .start_click_journal(server.click_fold_interval)
-                .await?;
+            store.start_journal(server.click_fold_interval).await?;
             store.load_index_within(server.redirect_index_mib).await?;
         }
         Ok(store)
     }
 
-    /// [`Store::load_redirect_index`] with a budget in MiB (0: none), saying how it went in the
+    /// [`Store::load_index`] with a budget in MiB (0: none), saying how it went in the
     /// log.
     async fn load_index_within(&self, mib: usize) -> Result<(), StorageError> {
         if mib == 0 {
             return Ok(());
         }
         let started = std::time::Instant::now();
-        if self.load_redirect_index(mib << 20).await? {
+        if self.load_index(mib << 20).await? {
             tracing::info!(
                 elapsed_ms = started.elapsed().as_millis() as u64,
                 "redirect index loaded"
@@ -201,8 +199,8 @@ impl Store {
     /// nothing records clicks or creates links any more. A fold that fails loses nothing (the
     /// next start folds), so both are tried; the first failure is returned.
     pub async fn shutdown(&self) -> Result<(), StorageError> {
-        let clicks = self.fold_clicks().await;
-        let codes = self.fold_codes().await;
+        let clicks = self.fold_journal().await;
+        let codes = self.fold_recent_codes().await;
         clicks.and(codes)
     }
 
@@ -336,8 +334,8 @@ impl Store {
     }
 
     /// The link a redirect for `code` on `domain` follows, whoever owns it: the one lookup, its
-    /// order the store's business. On SQLite with a redirect index
-    /// ([`Store::load_redirect_index`]), from memory, exactly; otherwise, on SQLite, read on the
+    /// order the store's business. On SQLite with a redirect index (a server's, see
+    /// [`StoreOptions::server`]), from memory, exactly; otherwise, on SQLite, read on the
     /// calling thread with a read-only connection of that thread's own (microseconds, which beats
     /// handing the query to another thread; with WAL, readers never wait for the writer); on
     /// PostgreSQL, through the pool.
@@ -396,9 +394,8 @@ impl Store {
     /// check new codes against the index instead of the code index until another connection
     /// writes to the file (`recent_codes.rs`).
     ///
-    /// A step of [`Store::open`] for a server (after [`Store::start_click_journal`]); called
-    /// alone, it sets a store up by hand, as tests do.
-    pub async fn load_redirect_index(&self, budget_bytes: usize) -> Result<bool, StorageError> {
+    /// A step of [`Store::open`] for a server, after [`Store::start_journal`].
+    async fn load_index(&self, budget_bytes: usize) -> Result<bool, StorageError> {
         let Some(sqlite) = self.sqlite().cloned() else {
             return Ok(false);
         };
@@ -490,14 +487,13 @@ impl Store {
     /// fold (it stopped abruptly). Returns whether the journal is on: false on PostgreSQL, whose
     /// counters several servers share.
     ///
-    /// Only for a store that is its file's one server, as with [`Store::load_redirect_index`]:
+    /// Only for a store that is its file's one server, as with [`Store::load_index`]:
     /// another process reading the file sees counters that lag by up to a fold. A second store
     /// starting the journal of the same file, while the first is open, is refused
     /// ([`StorageError::Unavailable`]): it would count the first one's journaled clicks twice.
     ///
-    /// A step of [`Store::open`] for a server (the first after migrations); called alone, it sets
-    /// a store up by hand, as tests do.
-    pub async fn start_click_journal(&self, fold_interval: Duration) -> Result<bool, StorageError> {
+    /// A step of [`Store::open`] for a server, the first after migrations.
+    async fn start_journal(&self, fold_interval: Duration) -> Result<bool, StorageError> {
         let Some(sqlite) = self.sqlite().cloned() else {
             return Ok(false);
         };
@@ -507,19 +503,19 @@ impl Store {
     }
 
     /// Folds the click journal into the counters when it is due: it has clicks, and the last fold
-    /// was at least the fold interval given to [`Store::start_click_journal`] ago.
+    /// was at least the fold interval ago ([`ServerOptions`](crate::ServerOptions)).
     /// The server's click flusher calls this after every flush, with or without clicks. A fold
     /// that fails loses nothing (the journal still holds the clicks) and is tried again.
     pub async fn fold_clicks_when_due(&self) -> Result<(), StorageError> {
         match self.sqlite() {
-            Some(sqlite) if sqlite.clicks_fold_due() => self.fold_clicks().await,
+            Some(sqlite) if sqlite.clicks_fold_due() => self.fold_journal().await,
             _ => Ok(()),
         }
     }
 
     /// Folds the click journal into the counters now (a server does on stopping, so the file
     /// alone holds every count). Nothing to do without a journal.
-    pub async fn fold_clicks(&self) -> Result<(), StorageError> {
+    async fn fold_journal(&self) -> Result<(), StorageError> {
         let Some(sqlite) = self.sqlite().cloned() else {
             return Ok(());
         };
@@ -530,7 +526,7 @@ impl Store {
     /// On SQLite, writes the codes of the links created since the last fold to the code index
     /// now (`recent_codes.rs`; creations do once enough wait, and a server does on stopping, so
     /// that the file alone finds every link by its code quickly). Nothing to do on PostgreSQL.
-    pub async fn fold_codes(&self) -> Result<(), StorageError> {
+    async fn fold_recent_codes(&self) -> Result<(), StorageError> {
         let Some(sqlite) = self.sqlite().cloned() else {
             return Ok(());
         };
@@ -550,7 +546,7 @@ impl Store {
         }
         let store = self.clone();
         let fold = async move {
-            if let Err(e) = store.fold_codes().await {
+            if let Err(e) = store.fold_recent_codes().await {
                 tracing::warn!(error = %e, "folding recent short codes into the code index failed");
             }
             sqlite.code_fold_ended();
@@ -615,6 +611,33 @@ impl Store {
     ) -> Result<Option<Vec<Delivery>>, StorageError> {
         self.detached(|s| async move { dispatch!(s, read, list_deliveries(workspace, id, limit)) })
             .await
+    }
+}
+
+/// The steps of [`Store::open`] and [`Store::shutdown`] one at a time, for tests that set a
+/// store up by hand; an embedder has the one lifecycle and need not know a backend's steps.
+#[cfg(feature = "testing")]
+impl Store {
+    /// On SQLite, starts the click journal (as [`Store::open`] does for a server); whether it is
+    /// on. A second store on the same file is refused ([`StorageError::Unavailable`]).
+    pub async fn start_click_journal(&self, fold_interval: Duration) -> Result<bool, StorageError> {
+        self.start_journal(fold_interval).await
+    }
+
+    /// On SQLite, loads the redirect index (as [`Store::open`] does for a server); whether the
+    /// links fit in `budget_bytes`.
+    pub async fn load_redirect_index(&self, budget_bytes: usize) -> Result<bool, StorageError> {
+        self.load_index(budget_bytes).await
+    }
+
+    /// On SQLite, folds the click journal into the counters now (as [`Store::shutdown`] does).
+    pub async fn fold_clicks(&self) -> Result<(), StorageError> {
+        self.fold_journal().await
+    }
+
+    /// On SQLite, folds the recent codes into the code index now (as [`Store::shutdown`] does).
+    pub async fn fold_codes(&self) -> Result<(), StorageError> {
+        self.fold_recent_codes().await
     }
 }
 
