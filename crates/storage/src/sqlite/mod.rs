@@ -74,6 +74,8 @@ pub(crate) struct Sqlite {
     codes: RecentCodes,
     /// Whether a fold of the recent codes is on its way ([`Sqlite::start_code_fold`]).
     folding_codes: AtomicBool,
+    /// This store's reader connection on each thread that resolved a code through it.
+    readers_key: reader::ReaderKey,
     _checkpointer: checkpoint::Checkpointer,
 }
 
@@ -92,6 +94,7 @@ impl Sqlite {
             journal: ClickJournal::default(),
             codes: RecentCodes::default(),
             folding_codes: AtomicBool::new(false),
+            readers_key: reader::ReaderKey::new(),
             _checkpointer: checkpointer,
         })
     }
@@ -137,7 +140,7 @@ impl Sqlite {
         domain: &str,
         code: &str,
     ) -> Result<Option<RedirectTarget>, StorageError> {
-        reader::resolve(&self.path, domain, code, &self.codes)
+        reader::resolve(&self.readers_key, &self.path, domain, code, &self.codes)
     }
 
     /// The index's answer alone: `None` without an index.

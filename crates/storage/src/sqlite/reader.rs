@@ -2,11 +2,13 @@
 //! index's load.
 
 use std::cell::RefCell;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
 
 use diesel::prelude::*;
 use diesel::{Connection, SqliteConnection};
 use hashbrown::HashMap;
-use hashbrown::hash_map::EntryRef;
+use hashbrown::hash_map::Entry;
 
 use super::pool::SQLITE_READER_PRAGMAS;
 use super::queries;
@@ -28,9 +30,30 @@ pub(crate) fn reader(path: &str) -> Result<SqliteConnection, StorageError> {
     Ok(conn)
 }
 
+/// Who a thread's reader connection is for: one store's [`Sqlite`](super::Sqlite), by a number
+/// no other store gets, and whether that store is still open.
+pub(crate) struct ReaderKey {
+    id: u64,
+    open: Arc<()>,
+}
+
+impl ReaderKey {
+    /// A key of its own, for a store opened now.
+    pub(crate) fn new() -> Self {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        Self {
+            id: NEXT.fetch_add(1, Ordering::Relaxed),
+            open: Arc::new(()),
+        }
+    }
+}
+
 thread_local! {
-    /// Each thread's reader connection per file.
-    static READERS: RefCell<HashMap<String, SqliteConnection>> = RefCell::new(HashMap::new());
+    /// Each thread's reader connection per store, with a token that says whether the store is
+    /// still open: a thread outlives the stores it served (tests open many), and their
+    /// connections are closed when the thread next opens one for another store.
+    static READERS: RefCell<HashMap<u64, (Weak<()>, SqliteConnection)>> =
+        RefCell::new(HashMap::new());
 }
 
 /// The redirect's lookup, run synchronously on the calling thread with a read-only connection of
@@ -38,16 +61,23 @@ thread_local! {
 /// handoffs of the async path (task, blocking pool, and back), which dominated the redirect when
 /// most codes miss the cache. With WAL, readers never wait for the writer.
 pub(crate) fn resolve(
+    key: &ReaderKey,
     path: &str,
     domain: &str,
     code: &str,
     codes: &RecentCodes,
 ) -> Result<Option<RedirectTarget>, StorageError> {
     READERS.with_borrow_mut(|readers| {
-        // By reference: the path is copied only when the thread's first connection is made.
-        let conn = match readers.entry_ref(path) {
-            EntryRef::Occupied(entry) => entry.into_mut(),
-            EntryRef::Vacant(entry) => entry.insert(reader(path)?),
+        let conn = match readers.entry(key.id) {
+            Entry::Occupied(entry) => &mut entry.into_mut().1,
+            Entry::Vacant(_) => {
+                forget_closed(readers);
+                let conn = reader(path)?;
+                &mut readers
+                    .entry(key.id)
+                    .or_insert((Arc::downgrade(&key.open), conn))
+                    .1
+            }
         };
         let recent = match codes.lookup(domain, code) {
             Lookup::Recent(seq) => Ok(Some(seq)),
@@ -64,10 +94,16 @@ pub(crate) fn resolve(
         });
         if found.is_err() {
             // A broken connection is not kept.
-            readers.remove(path);
+            readers.remove(&key.id);
         }
         found
     })
+}
+
+/// Closes this thread's connections of stores that are closed; called when the thread opens a
+/// connection for a new store, so that a thread holds at most one per open store and one more.
+fn forget_closed(readers: &mut HashMap<u64, (Weak<()>, SqliteConnection)>) {
+    readers.retain(|_, (open, _)| open.strong_count() > 0);
 }
 
 /// Every link's redirect target, read a page at a time on a connection of its own (whose page
