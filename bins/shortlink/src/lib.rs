@@ -138,10 +138,12 @@ impl Application {
         let served = self.server.await;
         tracing::info!("stopping: writing pending clicks and finishing webhook attempts");
         let _ = stop.send(());
-        let ran = background.await.context("the background tasks panicked")?;
+        // Shut down whatever became of the background tasks: what they left pending is written
+        // here, and the folds run.
+        let ran = background.await;
         let stopped = self.service.shutdown().await;
         served.context("the HTTP server failed")?;
-        ran.and(stopped)?;
+        ran.context("the background tasks panicked")?.and(stopped)?;
         tracing::info!("stopped");
         Ok(())
     }
