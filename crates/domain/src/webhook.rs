@@ -63,6 +63,10 @@ pub enum WebhookTargetError {
     /// Whitespace or control characters.
     #[error("targetUrl must not contain whitespace or control characters")]
     Whitespace,
+    /// Carries `user@` or `user:password@`: a secret that the API would show to every key of the
+    /// workspace. Receivers authenticate deliveries by their signature.
+    #[error("targetUrl must not contain credentials")]
+    Credentials,
     /// Loopback, private, link-local, multicast or unspecified address (server-side request
     /// forgery guard).
     #[error(
@@ -89,6 +93,9 @@ impl WebhookTarget {
         let url = Url::parse(s).map_err(|_| WebhookTargetError::NotHttpUrl)?;
         if !matches!(url.scheme(), "http" | "https") || url.host().is_none() {
             return Err(WebhookTargetError::NotHttpUrl);
+        }
+        if !url.username().is_empty() || url.password().is_some() {
+            return Err(WebhookTargetError::Credentials);
         }
         if !allow_private {
             let public = match url.host() {
@@ -118,9 +125,19 @@ impl WebhookTarget {
         &self.0
     }
 
-    /// The URL as text.
+    /// The URL as text, credentials included: what deliveries are sent to.
     pub fn as_str(&self) -> &str {
         self.0.as_str()
+    }
+
+    /// The URL as text without credentials, for showing. Targets registered before credentials
+    /// were refused may still carry them.
+    pub fn redacted(&self) -> String {
+        let mut url = self.0.clone();
+        // Only fails for URLs that cannot have credentials, which a target never is.
+        let _ = url.set_username("");
+        let _ = url.set_password(None);
+        String::from(url)
     }
 }
 
@@ -246,4 +263,32 @@ pub struct Delivery {
     pub created_at: Timestamp,
     /// When the row last changed.
     pub updated_at: Timestamp,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn targets_with_credentials_are_refused() {
+        for s in [
+            "https://user:pass@hooks.example.com/in",
+            "https://user@hooks.example.com/in",
+            "https://:pass@hooks.example.com/in",
+        ] {
+            assert_eq!(
+                WebhookTarget::parse(s, true),
+                Err(WebhookTargetError::Credentials),
+                "{s}"
+            );
+        }
+        assert!(WebhookTarget::parse("https://hooks.example.com/in", false).is_ok());
+    }
+
+    #[test]
+    fn a_stored_target_with_credentials_is_shown_without_them() {
+        let t = WebhookTarget::from_trusted("https://user:pass@hooks.example.com/in?a=1").unwrap();
+        assert_eq!(t.redacted(), "https://hooks.example.com/in?a=1");
+        assert_eq!(t.as_str(), "https://user:pass@hooks.example.com/in?a=1");
+    }
 }

@@ -16,6 +16,11 @@ async fn bad_destinations_are_rejected_naming_the_field() {
     let app = TestApp::spawn().await;
     let own = format!("{}/somewhere", app.address);
     let too_long = format!("https://example.com/{}", "a".repeat(8192));
+    // 8,020 characters as sent, 48,020 once percent-encoded.
+    let too_long_encoded = format!("https://example.com/{}", "é".repeat(8000));
+    // The loop check ignores the port, the case and the trailing dot of the host.
+    let own_other_port = "http://127.0.0.1:1/x";
+    let own_https = "https://127.0.0.1./x";
     let cases = [
         ("not a url", "not a url"),
         ("no scheme", "example.com/page"),
@@ -31,6 +36,9 @@ async fn bad_destinations_are_rejected_naming_the_field() {
         ("user only", "https://user@example.com/"),
         ("own domain", own.as_str()),
         ("over 8192 characters", too_long.as_str()),
+        ("over 8192 once encoded", too_long_encoded.as_str()),
+        ("own host, other port", own_other_port),
+        ("own host, https, trailing dot", own_https),
         ("empty", ""),
     ];
     for (what, destination) in cases {

@@ -5,8 +5,11 @@ use reqwest::Method;
 use serde_json::{Value, json};
 use shortlink_storage::testing::TestDatabase;
 
+use shortlink_domain::{EventKind, Timestamp, Webhook, WebhookId, WebhookSecret, WebhookTarget};
+
 use crate::helpers::{
-    DEADLINE, Setup, TestApp, assert_error, assert_invalid, assert_ok, keys, poll, send, text,
+    DEADLINE, Setup, TestApp, assert_error, assert_invalid, assert_ok, keys, on_both_backends,
+    poll, send, text,
 };
 
 async fn register(app: &TestApp, events: &[&str]) -> Value {
@@ -116,6 +119,8 @@ async fn private_targets_are_refused_unless_allowed() {
         "http://169.254.169.254/latest/meta-data",
         "http://[::1]/",
         "http://0.0.0.0/",
+        "https://user:pass@hooks.example.com/in",
+        "https://user@hooks.example.com/in",
     ] {
         assert_target_refused(&app, target).await;
     }
@@ -204,4 +209,33 @@ async fn assert_target_refused(app: &TestApp, target: &str) {
         )
         .await;
     assert_invalid(res, &["targetUrl"]).await;
+}
+
+on_both_backends!(stored_credentials_in_a_target_are_never_shown);
+
+/// Targets registered before credentials were refused keep working, but the API does not show
+/// their `user:password@`.
+async fn stored_credentials_in_a_target_are_never_shown(app: TestApp) {
+    let target = "https://user:s3cret@hooks.example.com/in?x=1";
+    let hook = Webhook {
+        id: WebhookId::generate(),
+        workspace_id: app.tenant.workspace.id,
+        target: WebhookTarget::from_trusted(target).expect("a URL"),
+        events: vec![EventKind::LinkCreated],
+        secret: WebhookSecret::generate(),
+        created_at: Timestamp::now(),
+        disabled_at: None,
+        consecutive_failures: 0,
+    };
+    app.store
+        .create_webhook(&hook)
+        .await
+        .expect("the webhook is stored");
+    let shown = "https://hooks.example.com/in?x=1";
+    let list = assert_ok(app.get("/webhooks").await).await;
+    assert_eq!(list[0]["targetUrl"], shown, "{list}");
+    let read = assert_ok(app.get(&format!("/webhooks/{}", hook.id)).await).await;
+    assert_eq!(read["targetUrl"], shown, "{read}");
+    let deleted = assert_ok(app.delete(&format!("/webhooks/{}", hook.id)).await).await;
+    assert_eq!(deleted["targetUrl"], shown, "{deleted}");
 }

@@ -53,7 +53,7 @@ impl WebhookView {
     fn new(hook: &Webhook, with_secret: bool) -> Self {
         Self {
             id: hook.id,
-            target_url: hook.target.as_str().to_owned(),
+            target_url: hook.target.redacted(),
             events: hook.events.clone(),
             active: hook.disabled_at.is_none(),
             consecutive_failures: hook.consecutive_failures,
