@@ -5,11 +5,15 @@
 //! unknown routes, wrong methods) are routed here too, by the JSON/query/path configs and the
 //! default services set up in [`crate::configure`].
 
+use std::time::{Duration, Instant};
+
 use actix_web::http::StatusCode;
 use actix_web::http::header::{self, HeaderValue};
 use actix_web::{HttpResponse, ResponseError};
 use serde::Serialize;
 use shortlink_storage::StorageError;
+
+use crate::throttled_log::{Repeated, ThrottledLog};
 
 /// One invalid field of a request.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
@@ -190,11 +194,26 @@ impl ResponseError for ApiError {
 impl From<StorageError> for ApiError {
     fn from(e: StorageError) -> Self {
         if e.is_unavailable() {
-            tracing::warn!(error = %e, "database unavailable");
+            log_unavailable(&e);
             ApiError::Unavailable
         } else {
             ApiError::Internal(e.to_string())
         }
+    }
+}
+
+/// Every request fails alike during an outage: one warning per interval says so, with a count,
+/// rather than a line per request.
+fn log_unavailable(e: &StorageError) {
+    static UNAVAILABLE: ThrottledLog = ThrottledLog::new(Duration::from_secs(10));
+    match UNAVAILABLE.occurred(Instant::now()) {
+        Some(Repeated { times: 0, .. }) => tracing::warn!(error = %e, "database unavailable"),
+        Some(Repeated { times, over }) => tracing::warn!(
+            error = %e,
+            "database unavailable (repeated {times} times in the last {} s)",
+            over.as_secs()
+        ),
+        None => {}
     }
 }
 
