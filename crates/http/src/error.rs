@@ -63,6 +63,12 @@ pub enum ApiError {
     /// The body is over the limit.
     #[error("request body must be at most 1 MiB")]
     PayloadTooLarge,
+    /// The request target is over [`crate::head_limits::MAX_URI_BYTES`].
+    #[error("request URI must be at most 16 KiB")]
+    UriTooLong,
+    /// The header fields together are over [`crate::head_limits::MAX_HEADER_BYTES`].
+    #[error("request header fields must be at most 64 KiB in all")]
+    HeadersTooLarge,
     /// The workspace's rate, or the client address's failed-authentication budget, is spent.
     #[error("rate limit exceeded; retry after {retry_after} s")]
     RateLimited {
@@ -106,6 +112,11 @@ impl ApiError {
             }
             ApiError::SlugConflict(_) => (StatusCode::CONFLICT, "SLUG_CONFLICT"),
             ApiError::PayloadTooLarge => (StatusCode::PAYLOAD_TOO_LARGE, "PAYLOAD_TOO_LARGE"),
+            ApiError::UriTooLong => (StatusCode::URI_TOO_LONG, "URI_TOO_LONG"),
+            ApiError::HeadersTooLarge => (
+                StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+                "HEADERS_TOO_LARGE",
+            ),
             ApiError::RateLimited { .. } => (StatusCode::TOO_MANY_REQUESTS, "RATE_LIMIT_EXCEEDED"),
             ApiError::Unavailable => (StatusCode::SERVICE_UNAVAILABLE, "SERVICE_UNAVAILABLE"),
             ApiError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "INTERNAL_ERROR"),
