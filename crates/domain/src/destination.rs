@@ -63,9 +63,9 @@ impl Destination {
         if url.host_str().is_some_and(|h| base.is_host(h)) {
             return Err(DestinationError::Loop);
         }
-        // Checked again on the stored form: percent-encoding multiplies a non-ASCII character up
-        // to twelvefold, and this string becomes the `Location` header.
-        // The serialisation is ASCII, so its length in bytes is its length in characters.
+        // Checked again on the stored form, which becomes the `Location` header: percent-encoding
+        // multiplies a non-ASCII character up to twelvefold. The serialisation is ASCII, so its
+        // length in bytes is its length in characters.
         let normalised = String::from(url);
         if normalised.len() > MAX_DESTINATION_LEN {
             return Err(DestinationError::TooLong);
