@@ -26,11 +26,22 @@ fn main() -> ExitCode {
     }
 }
 
+/// actix's HTTP/1 dispatcher logs a client's malformed or oversized request head at ERROR,
+/// though nothing failed in the service; the application logs the refusals it makes at warn.
+/// Silenced unless `RUST_LOG` names `actix_http` itself.
+const QUIET_DISPATCHER: &str = "actix_http::h1::dispatcher=off";
+
 /// Logs to stderr, filtered by `RUST_LOG` (default `info`).
 fn init_tracing() {
     use std::io::IsTerminal;
     use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let wanted = std::env::var("RUST_LOG").unwrap_or_else(|_| "info".to_owned());
+    let directives = if wanted.contains("actix_http") {
+        wanted
+    } else {
+        format!("{wanted},{QUIET_DISPATCHER}")
+    };
+    let filter = EnvFilter::try_new(&directives).unwrap_or_else(|_| EnvFilter::new("info"));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

@@ -24,6 +24,8 @@ pub enum BaseUrlError {
 pub struct BaseUrl {
     origin: String,
     scheme_len: usize,
+    /// The host as [`comparable_host`] gives it, for the loop check.
+    host: String,
 }
 
 impl BaseUrl {
@@ -46,7 +48,14 @@ impl BaseUrl {
         Ok(Self {
             origin,
             scheme_len: url.scheme().len() + 3,
+            host: comparable_host(url.host_str().unwrap_or_default()).to_owned(),
         })
+    }
+
+    /// Whether `host` (as the `url` crate gives it: lower-case, IDNs in punycode) names this
+    /// base's host, on any port and with or without the DNS root's trailing dot.
+    pub fn is_host(&self, host: &str) -> bool {
+        comparable_host(host) == self.host
     }
 
     /// `host[:port]`: the `domain` of links made under this base.
@@ -72,6 +81,13 @@ impl BaseUrl {
     }
 }
 
+/// `host` without trailing dots: `sho.rt.` is the fully qualified form of `sho.rt`, the same
+/// server. Case and IDN forms need nothing here, as the WHATWG parser already lower-cases and
+/// punycodes the hosts of http(s) URLs.
+fn comparable_host(host: &str) -> &str {
+    host.trim_end_matches('.')
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -87,6 +103,16 @@ mod tests {
             b.short_url(&Slug::parse("abc").unwrap()),
             "https://sho.rt/abc"
         );
+    }
+
+    #[test]
+    fn its_host_matches_in_every_spelling_and_on_every_port() {
+        let b = BaseUrl::parse("http://sho.rt.").unwrap();
+        for host in ["sho.rt", "sho.rt.", "sho.rt.."] {
+            assert!(b.is_host(host), "{host}");
+        }
+        assert!(!b.is_host("sho.rt.example"));
+        assert!(!b.is_host("ho.rt"));
     }
 
     #[test]

@@ -6,7 +6,8 @@ use url::Url;
 
 use crate::BaseUrl;
 
-/// Longest accepted destination, in characters of the string as sent.
+/// Longest accepted destination, in characters, both as sent and as stored (normalised), so a
+/// `Location` header never exceeds it.
 pub const MAX_DESTINATION_LEN: usize = 8192;
 
 /// Why a string is not an acceptable destination.
@@ -15,8 +16,9 @@ pub enum DestinationError {
     /// Missing or empty.
     #[error("destination is required")]
     Empty,
-    /// Longer than [`MAX_DESTINATION_LEN`].
-    #[error("destination must be at most {MAX_DESTINATION_LEN} characters")]
+    /// Longer than [`MAX_DESTINATION_LEN`] as sent or once normalised (percent-encoding a
+    /// non-ASCII character takes up to 12 characters).
+    #[error("destination must be at most {MAX_DESTINATION_LEN} characters, once percent-encoded")]
     TooLong,
     /// Whitespace or a control character somewhere in the string. Checked before parsing because
     /// WHATWG parsers silently drop tab, CR and LF, which would hide header-injection attempts.
@@ -58,12 +60,17 @@ impl Destination {
         if !url.username().is_empty() || url.password().is_some() {
             return Err(DestinationError::Credentials);
         }
-        if host_port(&url).eq_ignore_ascii_case(base.domain()) {
+        if url.host_str().is_some_and(|h| base.is_host(h)) {
             return Err(DestinationError::Loop);
         }
-        // The limit applies to the URL as sent; normalisation may lengthen it (a trailing `/`,
-        // percent-encoding), which is bounded and harmless.
-        Ok(Self(String::from(url)))
+        // Checked again on the stored form, which becomes the `Location` header: percent-encoding
+        // multiplies a non-ASCII character up to twelvefold. The serialisation is ASCII, so its
+        // length in bytes is its length in characters.
+        let normalised = String::from(url);
+        if normalised.len() > MAX_DESTINATION_LEN {
+            return Err(DestinationError::TooLong);
+        }
+        Ok(Self(normalised))
     }
 
     /// Rebuilds a destination read back from storage, where it was validated on the way in.
@@ -97,14 +104,6 @@ impl Destination {
         out.push_str(query);
         out.push_str(fragment);
         out
-    }
-}
-
-fn host_port(url: &Url) -> String {
-    match (url.host_str(), url.port()) {
-        (Some(h), Some(p)) => format!("{h}:{p}"),
-        (Some(h), None) => h.to_owned(),
-        _ => String::new(),
     }
 }
 
@@ -186,6 +185,57 @@ mod tests {
             Destination::parse(&long, &b),
             Err(DestinationError::TooLong)
         );
+    }
+
+    #[test]
+    fn the_bound_applies_to_the_normalised_form() {
+        let b = base();
+        // 8,020 characters as sent, 48,020 once percent-encoded.
+        let sent = format!("https://example.com/{}", "é".repeat(8000));
+        assert_eq!(
+            Destination::parse(&sent, &b),
+            Err(DestinationError::TooLong)
+        );
+        // Exactly at the bound once encoded: 20 + 6 × 1362 = 8,192.
+        let at_bound = format!("https://example.com/{}", "é".repeat(1362));
+        let d = Destination::parse(&at_bound, &b).unwrap();
+        assert_eq!(d.as_str().len(), MAX_DESTINATION_LEN);
+        let over = format!("https://example.com/{}a", "é".repeat(1362));
+        assert_eq!(
+            Destination::parse(&over, &b),
+            Err(DestinationError::TooLong)
+        );
+    }
+
+    #[test]
+    fn the_loop_check_compares_normalised_hosts_on_any_port() {
+        let b = BaseUrl::parse("http://sho.rt").unwrap();
+        for s in [
+            "http://sho.rt/x",
+            "http://sho.rt./x",
+            "http://SHO.RT/x",
+            "http://sho.rt:443/x",
+            "https://sho.rt:8443/x",
+            "https://sho%2Ert/x",
+        ] {
+            assert_eq!(
+                Destination::parse(s, &b),
+                Err(DestinationError::Loop),
+                "{s}"
+            );
+        }
+        assert!(Destination::parse("http://sho.rt.example/x", &b).is_ok());
+        let idn = BaseUrl::parse("https://bücher.example").unwrap();
+        for s in [
+            "https://BÜCHER.example/x",
+            "https://xn--bcher-kva.example./x",
+        ] {
+            assert_eq!(
+                Destination::parse(s, &idn),
+                Err(DestinationError::Loop),
+                "{s}"
+            );
+        }
     }
 
     #[test]

@@ -24,7 +24,7 @@ pub use ports::{AttemptRecord, ClaimedDelivery, DeliveryQueue, NextStep};
 pub use slug::{GENERATED_SLUG_LEN, MAX_SLUG_LEN, RESERVED_SLUGS, Slug, SlugError};
 pub use timestamp::Timestamp;
 pub use webhook::{
-    Delivery, DeliveryState, MAX_CONSECUTIVE_FAILURES, Webhook, WebhookSecret, WebhookTarget,
-    WebhookTargetError, is_public_ip,
+    Delivery, DeliveryCursor, DeliveryCursorError, DeliveryState, MAX_CONSECUTIVE_FAILURES,
+    Webhook, WebhookSecret, WebhookTarget, WebhookTargetError, is_public_ip,
 };
 pub use workspace::{DEFAULT_RATE_LIMIT, RateLimit, RateLimitError, Workspace};

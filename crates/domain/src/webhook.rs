@@ -4,7 +4,7 @@ use std::fmt;
 use std::net::IpAddr;
 
 use base64::Engine;
-use base64::engine::general_purpose::STANDARD;
+use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use rand::RngCore;
 use url::{Host, Url};
 
@@ -63,6 +63,10 @@ pub enum WebhookTargetError {
     /// Whitespace or control characters.
     #[error("targetUrl must not contain whitespace or control characters")]
     Whitespace,
+    /// Carries `user@` or `user:password@`: a secret that the API would show to every key of the
+    /// workspace. Receivers authenticate deliveries by their signature.
+    #[error("targetUrl must not contain credentials")]
+    Credentials,
     /// Loopback, private, link-local, multicast or unspecified address (server-side request
     /// forgery guard).
     #[error(
@@ -89,6 +93,9 @@ impl WebhookTarget {
         let url = Url::parse(s).map_err(|_| WebhookTargetError::NotHttpUrl)?;
         if !matches!(url.scheme(), "http" | "https") || url.host().is_none() {
             return Err(WebhookTargetError::NotHttpUrl);
+        }
+        if !url.username().is_empty() || url.password().is_some() {
+            return Err(WebhookTargetError::Credentials);
         }
         if !allow_private {
             let public = match url.host() {
@@ -118,9 +125,19 @@ impl WebhookTarget {
         &self.0
     }
 
-    /// The URL as text.
+    /// The URL as text, credentials included: what deliveries are sent to.
     pub fn as_str(&self) -> &str {
         self.0.as_str()
+    }
+
+    /// The URL as text without credentials, for showing. Targets registered before credentials
+    /// were refused may still carry them.
+    pub fn redacted(&self) -> String {
+        let mut url = self.0.clone();
+        // Only fails for URLs that cannot have credentials, which a target never is.
+        let _ = url.set_username("");
+        let _ = url.set_password(None);
+        String::from(url)
     }
 }
 
@@ -246,4 +263,104 @@ pub struct Delivery {
     pub created_at: Timestamp,
     /// When the row last changed.
     pub updated_at: Timestamp,
+}
+
+/// Where a page of an endpoint's deliveries ends: the last delivery's creation time and event
+/// id, the key they are listed by (newest first). Opaque to clients: the text is base64url.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeliveryCursor {
+    /// Unix milliseconds, as stored.
+    created_at: i64,
+    event_id: MessageId,
+}
+
+/// A cursor text that this service did not issue.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("cursor is not one this service issued")]
+pub struct DeliveryCursorError;
+
+impl DeliveryCursor {
+    /// The cursor after `delivery`: the next page starts with the delivery listed after it.
+    pub fn after(delivery: &Delivery) -> Self {
+        Self {
+            created_at: delivery.created_at.unix_millis(),
+            event_id: delivery.event_id,
+        }
+    }
+
+    /// Reads a cursor's text back.
+    pub fn parse(s: &str) -> Result<Self, DeliveryCursorError> {
+        let bytes = URL_SAFE_NO_PAD.decode(s).map_err(|_| DeliveryCursorError)?;
+        let text = std::str::from_utf8(&bytes).map_err(|_| DeliveryCursorError)?;
+        let (millis, event_id) = text.split_once('.').ok_or(DeliveryCursorError)?;
+        Ok(Self {
+            created_at: millis.parse().map_err(|_| DeliveryCursorError)?,
+            event_id: MessageId::parse(event_id).map_err(|_| DeliveryCursorError)?,
+        })
+    }
+
+    /// The last listed delivery's creation time, in Unix milliseconds.
+    pub fn created_at_millis(&self) -> i64 {
+        self.created_at
+    }
+
+    /// The last listed delivery's event id.
+    pub fn event_id(&self) -> MessageId {
+        self.event_id
+    }
+}
+
+impl fmt::Display for DeliveryCursor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let text = format!("{}.{}", self.created_at, self.event_id);
+        f.write_str(&URL_SAFE_NO_PAD.encode(text))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn delivery_cursors_round_trip_and_refuse_foreign_text() {
+        let cursor = DeliveryCursor {
+            created_at: 1_764_000_000_123,
+            event_id: MessageId::generate(),
+        };
+        assert_eq!(DeliveryCursor::parse(&cursor.to_string()), Ok(cursor));
+        let foreign = [
+            String::new(),
+            "msg_01JD0000000000000000000000".to_owned(),
+            "not base64!".to_owned(),
+            URL_SAFE_NO_PAD.encode("123"),
+            URL_SAFE_NO_PAD.encode("x.msg_01JD0000000000000000000000"),
+            URL_SAFE_NO_PAD.encode("123.link_01JD0000000000000000000000"),
+        ];
+        for s in foreign {
+            assert_eq!(DeliveryCursor::parse(&s), Err(DeliveryCursorError), "{s}");
+        }
+    }
+
+    #[test]
+    fn targets_with_credentials_are_refused() {
+        for s in [
+            "https://user:pass@hooks.example.com/in",
+            "https://user@hooks.example.com/in",
+            "https://:pass@hooks.example.com/in",
+        ] {
+            assert_eq!(
+                WebhookTarget::parse(s, true),
+                Err(WebhookTargetError::Credentials),
+                "{s}"
+            );
+        }
+        assert!(WebhookTarget::parse("https://hooks.example.com/in", false).is_ok());
+    }
+
+    #[test]
+    fn a_stored_target_with_credentials_is_shown_without_them() {
+        let t = WebhookTarget::from_trusted("https://user:pass@hooks.example.com/in?a=1").unwrap();
+        assert_eq!(t.redacted(), "https://hooks.example.com/in?a=1");
+        assert_eq!(t.as_str(), "https://user:pass@hooks.example.com/in?a=1");
+    }
 }

@@ -5,12 +5,16 @@
 //! unknown routes, wrong methods) are routed here too, by the JSON/query/path configs and the
 //! default services set up in [`crate::configure`].
 
+use std::time::{Duration, Instant};
+
 use actix_web::http::StatusCode;
 use actix_web::http::header::{self, HeaderValue};
 use actix_web::{HttpResponse, ResponseError};
 use serde::Serialize;
 use shortlink_service::ServiceError;
 use shortlink_storage::StorageError;
+
+use crate::throttled_log::{Repeated, ThrottledLog};
 
 /// One invalid field of a request.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
@@ -60,6 +64,12 @@ pub enum ApiError {
     /// The body is over the limit.
     #[error("request body must be at most 1 MiB")]
     PayloadTooLarge,
+    /// The request target is over [`crate::head_limits::MAX_URI_BYTES`].
+    #[error("request URI must be at most 16 KiB")]
+    UriTooLong,
+    /// The header fields together are over [`crate::head_limits::MAX_HEADER_BYTES`].
+    #[error("request header fields must be at most 64 KiB in all")]
+    HeadersTooLarge,
     /// The workspace's rate, or the client address's failed-authentication budget, is spent.
     #[error("rate limit exceeded; retry after {retry_after} s")]
     RateLimited {
@@ -103,6 +113,11 @@ impl ApiError {
             }
             ApiError::SlugConflict(_) => (StatusCode::CONFLICT, "SLUG_CONFLICT"),
             ApiError::PayloadTooLarge => (StatusCode::PAYLOAD_TOO_LARGE, "PAYLOAD_TOO_LARGE"),
+            ApiError::UriTooLong => (StatusCode::URI_TOO_LONG, "URI_TOO_LONG"),
+            ApiError::HeadersTooLarge => (
+                StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+                "HEADERS_TOO_LARGE",
+            ),
             ApiError::RateLimited { .. } => (StatusCode::TOO_MANY_REQUESTS, "RATE_LIMIT_EXCEEDED"),
             ApiError::Unavailable => (StatusCode::SERVICE_UNAVAILABLE, "SERVICE_UNAVAILABLE"),
             ApiError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "INTERNAL_ERROR"),
@@ -191,7 +206,7 @@ impl ResponseError for ApiError {
 impl From<StorageError> for ApiError {
     fn from(e: StorageError) -> Self {
         if e.is_unavailable() {
-            tracing::warn!(error = %e, "database unavailable");
+            log_unavailable(&e);
             ApiError::Unavailable
         } else {
             ApiError::Internal(e.to_string())
@@ -203,7 +218,7 @@ impl From<ServiceError> for ApiError {
     fn from(e: ServiceError) -> Self {
         match e {
             ServiceError::Storage(e) if e.is_unavailable() => {
-                tracing::warn!(error = %e, "database unavailable");
+                log_unavailable(&e);
                 ApiError::Unavailable
             }
             ServiceError::Storage(_)
@@ -212,6 +227,21 @@ impl From<ServiceError> for ApiError {
             | ServiceError::Webhooks(_)
             | ServiceError::ClicksNotWritten => ApiError::Internal(e.to_string()),
         }
+    }
+}
+
+/// Every request fails alike during an outage: one warning per interval says so, with a count,
+/// rather than a line per request.
+fn log_unavailable(e: &StorageError) {
+    static UNAVAILABLE: ThrottledLog = ThrottledLog::new(Duration::from_secs(10));
+    match UNAVAILABLE.occurred(Instant::now()) {
+        Some(Repeated { times: 0, .. }) => tracing::warn!(error = %e, "database unavailable"),
+        Some(Repeated { times, over }) => tracing::warn!(
+            error = %e,
+            "database unavailable (repeated {times} times in the last {} s)",
+            over.as_secs()
+        ),
+        None => {}
     }
 }
 

@@ -4,11 +4,13 @@ pub mod auth;
 pub mod envelope;
 pub mod error;
 pub mod extract;
+pub mod head_limits;
 pub mod middleware;
 pub mod openapi;
 pub mod ratelimit;
 pub mod routes;
 pub mod state;
+pub mod throttled_log;
 
 use actix_web::web::{self, Data};
 use actix_web::{HttpResponse, middleware as actix_middleware};

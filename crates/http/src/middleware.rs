@@ -1,5 +1,6 @@
 //! What wraps every request: a request id (echoed or made) on the response and on every log line
-//! of the request, and the `RateLimit-*` headers of authenticated requests.
+//! of the request, the `RateLimit-*` headers of authenticated requests, and the refusal of heads
+//! over [`crate::head_limits`].
 
 use std::time::Instant;
 
@@ -7,9 +8,10 @@ use actix_web::body::MessageBody;
 use actix_web::dev::{ServiceRequest, ServiceResponse};
 use actix_web::http::header::{HeaderName, HeaderValue};
 use actix_web::middleware::Next;
-use actix_web::{Error, HttpMessage};
+use actix_web::{Error, HttpMessage, ResponseError};
 use tracing::Instrument;
 
+use crate::head_limits;
 use crate::ratelimit::Decision;
 
 /// The request id header.
@@ -32,7 +34,7 @@ fn request_id(req: &ServiceRequest) -> HeaderValue {
 /// Request id, log line, rate-limit headers.
 pub async fn request_context(
     req: ServiceRequest,
-    next: Next<impl MessageBody>,
+    next: Next<impl MessageBody + 'static>,
 ) -> Result<ServiceResponse<impl MessageBody>, Error> {
     let id = request_id(&req);
     let span = tracing::info_span!(
@@ -42,7 +44,18 @@ pub async fn request_context(
         path = req.path(),
     );
     let started = Instant::now();
-    let mut res = next.call(req).instrument(span.clone()).await?;
+    let mut res = match head_limits::refusal(&req) {
+        Some(refused) => {
+            span.in_scope(|| tracing::warn!(%refused, "request head refused"));
+            req.into_response(refused.error_response())
+                .map_into_right_body()
+        }
+        None => next
+            .call(req)
+            .instrument(span.clone())
+            .await?
+            .map_into_left_body(),
+    };
     let decision = res.request().extensions().get::<Decision>().copied();
     let headers = res.headers_mut();
     if let Some(d) = decision {

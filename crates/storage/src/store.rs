@@ -612,6 +612,26 @@ impl Store {
         self.detached(|s| async move { dispatch!(s, read, list_deliveries(workspace, id, limit)) })
             .await
     }
+
+    /// A page of the endpoint's deliveries, newest first, in `state` if given, after the cursor
+    /// `after` if given; `None` when it is not the workspace's.
+    pub async fn list_deliveries_page(
+        &self,
+        workspace: WorkspaceId,
+        id: WebhookId,
+        state: Option<shortlink_domain::DeliveryState>,
+        after: Option<shortlink_domain::DeliveryCursor>,
+        limit: i64,
+    ) -> Result<Option<Vec<Delivery>>, StorageError> {
+        self.detached(|s| async move {
+            dispatch!(
+                s,
+                read,
+                list_deliveries_page(workspace, id, state, after, limit)
+            )
+        })
+        .await
+    }
 }
 
 /// The steps of [`Store::open`] and [`Store::shutdown`] one at a time, for tests that set a

@@ -16,6 +16,11 @@ async fn bad_destinations_are_rejected_naming_the_field() {
     let app = TestApp::spawn().await;
     let own = format!("{}/somewhere", app.address);
     let too_long = format!("https://example.com/{}", "a".repeat(8192));
+    // 8,020 characters as sent, 48,020 once percent-encoded.
+    let too_long_encoded = format!("https://example.com/{}", "é".repeat(8000));
+    // The loop check ignores the port, the case and the trailing dot of the host.
+    let own_other_port = "http://127.0.0.1:1/x";
+    let own_https = "https://127.0.0.1./x";
     let cases = [
         ("not a url", "not a url"),
         ("no scheme", "example.com/page"),
@@ -31,6 +36,9 @@ async fn bad_destinations_are_rejected_naming_the_field() {
         ("user only", "https://user@example.com/"),
         ("own domain", own.as_str()),
         ("over 8192 characters", too_long.as_str()),
+        ("over 8192 once encoded", too_long_encoded.as_str()),
+        ("own host, other port", own_other_port),
+        ("own host, https, trailing dot", own_https),
         ("empty", ""),
     ];
     for (what, destination) in cases {
@@ -263,6 +271,66 @@ async fn known_routes_with_wrong_methods_are_405() {
     }
 }
 
+/// Asserts an error envelope with a request id on a response read by hand.
+fn assert_raw_error(res: &RawResponse, status: u16, code: &str, what: &str) {
+    assert_eq!(res.status, status, "{what}: {res:?}");
+    assert!(
+        res.headers.iter().any(|h| h.starts_with("x-request-id: ")),
+        "{what}: {res:?}"
+    );
+    let body: Value = serde_json::from_str(&res.body).expect("the body is JSON");
+    assert_eq!(
+        body,
+        json!({
+            "status": "error",
+            "success": false,
+            "statusCode": status,
+            "error": {
+                "code": code,
+                "message": body["error"]["message"],
+            }
+        }),
+        "{what}"
+    );
+    assert!(!text(&body["error"]["message"]).is_empty(), "{what}");
+}
+
+/// Refused before routing, with the envelope: a request target over 16 KiB is 414, header
+/// fields over 64 KiB in all are 431. Just under the bounds, the request is served.
+#[tokio::test]
+async fn oversized_uris_and_headers_answer_the_envelope() {
+    let app = TestApp::spawn().await;
+    let auth = format!("Authorization: Bearer {}", app.key);
+    for path in ["/api/v1/links", "/api/v1/nowhere", "/api/v1/webhooks"] {
+        let long = format!("GET {path}?x={} HTTP/1.1\r\n{auth}", "a".repeat(16 * 1024));
+        assert_raw_error(&app.raw(&long, b"").await, 414, "URI_TOO_LONG", path);
+
+        let big = format!(
+            "GET {path} HTTP/1.1\r\n{auth}\r\nX-Big: {}",
+            "b".repeat(64 * 1024)
+        );
+        assert_raw_error(&app.raw(&big, b"").await, 431, "HEADERS_TOO_LARGE", path);
+
+        let many: String = (0..40)
+            .map(|i| format!("\r\nX-Filler-{i}: {}", "c".repeat(2000)))
+            .collect();
+        let many = format!("GET {path} HTTP/1.1\r\n{auth}{many}");
+        assert_raw_error(&app.raw(&many, b"").await, 431, "HEADERS_TOO_LARGE", path);
+    }
+
+    let near = format!(
+        "GET /api/v1/links?x={} HTTP/1.1\r\n{auth}\r\nX-Big: {}",
+        "a".repeat(16 * 1024 - 64),
+        "b".repeat(60 * 1024)
+    );
+    let res = app.raw(&near, b"").await;
+    assert_eq!(
+        res.status, 400,
+        "served (and the unknown parameter named): {res:?}"
+    );
+    assert!(res.body.contains("VALIDATION_FAILED"), "{res:?}");
+}
+
 /// Sent by hand: the server answers as soon as it knows the body is too large and stops
 /// reading, which an HTTP client still busy writing may report as a broken pipe instead of the
 /// answer.
@@ -271,26 +339,7 @@ async fn bodies_over_one_mebibyte_are_413() {
     let app = TestApp::spawn().await;
     let limit = 1024 * 1024;
     let assert_413 = |res: RawResponse, what: &str| {
-        assert_eq!(res.status, 413, "{what}: {res:?}");
-        assert!(
-            res.headers.iter().any(|h| h.starts_with("x-request-id: ")),
-            "{what}: {res:?}"
-        );
-        let body: Value = serde_json::from_str(&res.body).expect("the body is JSON");
-        assert_eq!(
-            body,
-            json!({
-                "status": "error",
-                "success": false,
-                "statusCode": 413,
-                "error": {
-                    "code": "PAYLOAD_TOO_LARGE",
-                    "message": body["error"]["message"],
-                }
-            }),
-            "{what}"
-        );
-        assert!(!text(&body["error"]["message"]).is_empty());
+        assert_raw_error(&res, 413, "PAYLOAD_TOO_LARGE", what);
     };
 
     // Declared too large: answered before any of the body is sent.

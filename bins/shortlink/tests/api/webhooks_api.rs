@@ -5,8 +5,11 @@ use reqwest::Method;
 use serde_json::{Value, json};
 use shortlink_storage::testing::TestDatabase;
 
+use shortlink_domain::{EventKind, Timestamp, Webhook, WebhookId, WebhookSecret, WebhookTarget};
+
 use crate::helpers::{
-    DEADLINE, Setup, TestApp, assert_error, assert_invalid, assert_ok, keys, poll, send, text,
+    DEADLINE, Setup, TestApp, assert_error, assert_invalid, assert_ok, keys, on_both_backends,
+    poll, send, text,
 };
 
 async fn register(app: &TestApp, events: &[&str]) -> Value {
@@ -116,6 +119,8 @@ async fn private_targets_are_refused_unless_allowed() {
         "http://169.254.169.254/latest/meta-data",
         "http://[::1]/",
         "http://0.0.0.0/",
+        "https://user:pass@hooks.example.com/in",
+        "https://user@hooks.example.com/in",
     ] {
         assert_target_refused(&app, target).await;
     }
@@ -172,16 +177,20 @@ async fn a_created_link_shows_up_as_a_delivery() {
     let app = TestApp::spawn().await;
     let hook = register(&app, &["link.created"]).await;
     let path = format!("/webhooks/{}/deliveries", text(&hook["id"]));
-    assert_eq!(assert_ok(app.get(&path).await).await, json!([]));
+    assert_eq!(
+        assert_ok(app.get(&path).await).await,
+        json!({ "items": [], "nextCursor": null })
+    );
 
     app.create_code("https://example.com/").await;
     let deliveries = poll(DEADLINE, || async {
-        let list = assert_ok(app.get(&path).await).await;
-        (list.as_array().is_some_and(|l| !l.is_empty())).then_some(list)
+        let page = assert_ok(app.get(&path).await).await;
+        (page["items"].as_array().is_some_and(|l| !l.is_empty())).then_some(page)
     })
     .await
     .expect("the delivery is listed");
-    let deliveries = deliveries.as_array().expect("data is an array");
+    assert_eq!(deliveries["nextCursor"], Value::Null);
+    let deliveries = deliveries["items"].as_array().expect("items is an array");
     assert_eq!(deliveries.len(), 1);
     let delivery = &deliveries[0];
     assert!(text(&delivery["eventId"]).starts_with("msg_"), "{delivery}");
@@ -204,4 +213,102 @@ async fn assert_target_refused(app: &TestApp, target: &str) {
         )
         .await;
     assert_invalid(res, &["targetUrl"]).await;
+}
+
+on_both_backends!(stored_credentials_in_a_target_are_never_shown);
+
+/// Targets registered before credentials were refused keep working, but the API does not show
+/// their `user:password@`.
+async fn stored_credentials_in_a_target_are_never_shown(app: TestApp) {
+    let target = "https://user:s3cret@hooks.example.com/in?x=1";
+    let hook = Webhook {
+        id: WebhookId::generate(),
+        workspace_id: app.tenant.workspace.id,
+        target: WebhookTarget::from_trusted(target).expect("a URL"),
+        events: vec![EventKind::LinkCreated],
+        secret: WebhookSecret::generate(),
+        created_at: Timestamp::now(),
+        disabled_at: None,
+        consecutive_failures: 0,
+    };
+    app.store
+        .create_webhook(&hook)
+        .await
+        .expect("the webhook is stored");
+    let shown = "https://hooks.example.com/in?x=1";
+    let list = assert_ok(app.get("/webhooks").await).await;
+    assert_eq!(list[0]["targetUrl"], shown, "{list}");
+    let read = assert_ok(app.get(&format!("/webhooks/{}", hook.id)).await).await;
+    assert_eq!(read["targetUrl"], shown, "{read}");
+    let deleted = assert_ok(app.delete(&format!("/webhooks/{}", hook.id)).await).await;
+    assert_eq!(deleted["targetUrl"], shown, "{deleted}");
+}
+
+on_both_backends!(deliveries_are_paged_filtered_and_refuse_bad_parameters);
+
+/// `limit`, `cursor` and `state` on the deliveries list, and 400 for anything else.
+async fn deliveries_are_paged_filtered_and_refuse_bad_parameters(app: TestApp) {
+    // The server's own API answers 401 to deliveries, so each one fails its first attempt and
+    // stays pending; 25 of them are past the default page size.
+    let hook = register(&app, &["link.created"]).await;
+    let path = format!("/webhooks/{}/deliveries", text(&hook["id"]));
+    let bulk: Vec<Value> = (0..25)
+        .map(|i| json!({ "destination": format!("https://example.com/{i}") }))
+        .collect();
+    assert_ok(app.post_json("/links/bulk", &json!(bulk)).await).await;
+    let first = poll(DEADLINE, || async {
+        let page = assert_ok(app.get(&format!("{path}?limit=100")).await).await;
+        (page["items"].as_array().map(Vec::len) == Some(25)).then_some(page)
+    })
+    .await
+    .expect("25 deliveries are listed");
+    let all: Vec<String> = first["items"]
+        .as_array()
+        .expect("items is an array")
+        .iter()
+        .map(|d| text(&d["eventId"]).to_owned())
+        .collect();
+    assert_eq!(first["nextCursor"], Value::Null);
+    let mut sorted = all.clone();
+    sorted.sort_unstable_by(|a, b| b.cmp(a));
+    assert_eq!(all, sorted, "newest first");
+
+    // The default page is 20; pages of 7 cover every delivery once, in the same order.
+    let default = assert_ok(app.get(&path).await).await;
+    assert_eq!(default["items"].as_array().map(Vec::len), Some(20));
+    let mut paged = Vec::new();
+    let mut url = format!("{path}?limit=7");
+    loop {
+        let page = assert_ok(app.get(&url).await).await;
+        let items = page["items"].as_array().expect("items is an array");
+        assert!(items.len() <= 7, "{page}");
+        paged.extend(items.iter().map(|d| text(&d["eventId"]).to_owned()));
+        match page["nextCursor"].as_str() {
+            Some(cursor) => url = format!("{path}?limit=7&cursor={cursor}"),
+            None => break,
+        }
+    }
+    assert_eq!(paged, all);
+
+    // By state: none has been delivered (the target answers 401).
+    let delivered = assert_ok(app.get(&format!("{path}?state=delivered")).await).await;
+    assert_eq!(delivered, json!({ "items": [], "nextCursor": null }));
+    let page = assert_ok(app.get(&format!("{path}?state=pending&limit=100")).await).await;
+    let pending = page["items"].as_array().expect("items is an array");
+    assert!(pending.iter().all(|d| d["state"] == "pending"), "{page}");
+
+    let foreign_cursor = format!("cursor={}", all[0]);
+    for (query, field) in [
+        ("limit=0", "limit"),
+        ("limit=101", "limit"),
+        ("limit=ten", "limit"),
+        ("state=sent", "state"),
+        ("state=", "state"),
+        ("cursor=bm90IG91cnM", "cursor"),
+        (foreign_cursor.as_str(), "cursor"),
+        ("page=2", "page"),
+    ] {
+        let res = app.get(&format!("{path}?{query}")).await;
+        assert_invalid(res, &[field]).await;
+    }
 }

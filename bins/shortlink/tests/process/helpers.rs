@@ -549,17 +549,21 @@ impl Api {
         (id, secret)
     }
 
-    /// GET `/webhooks/{id}/deliveries`.
+    /// GET `/webhooks/{id}/deliveries`, every page.
     pub async fn deliveries(&self, webhook: &str) -> Vec<Value> {
-        let (status, body) = Self::send(self.request(
-            reqwest::Method::GET,
-            &format!("/webhooks/{webhook}/deliveries"),
-        ))
-        .await;
-        Self::data(status, body)
-            .as_array()
-            .expect("deliveries are an array")
-            .clone()
+        let mut all = Vec::new();
+        let mut path = format!("/webhooks/{webhook}/deliveries?limit=100");
+        loop {
+            let (status, body) = Self::send(self.request(reqwest::Method::GET, &path)).await;
+            let page = Self::data(status, body);
+            all.extend_from_slice(page["items"].as_array().expect("items are an array"));
+            match page["nextCursor"].as_str() {
+                Some(cursor) => {
+                    path = format!("/webhooks/{webhook}/deliveries?limit=100&cursor={cursor}");
+                }
+                None => return all,
+            }
+        }
     }
 
     /// Waits until the webhook has a delivery for `event_id` satisfying `done`, and returns it.

@@ -5,4 +5,5 @@ mod cli;
 mod first_run;
 mod helpers;
 mod shutdown;
+mod transport_refusals;
 mod webhooks;

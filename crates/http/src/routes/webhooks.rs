@@ -4,18 +4,20 @@ use actix_web::web::{Data, Path};
 use actix_web::{HttpResponse, web};
 use serde::{Deserialize, Serialize};
 use shortlink_domain::{
-    Delivery, EventKind, Timestamp, Webhook, WebhookId, WebhookSecret, WebhookTarget,
+    Delivery, DeliveryCursor, DeliveryState, EventKind, Timestamp, Webhook, WebhookId,
+    WebhookSecret, WebhookTarget,
 };
-use utoipa::ToSchema;
+use utoipa::{IntoParams, ToSchema};
+use validator::Validate;
 
 use crate::auth::Authenticated;
 use crate::envelope::{Envelope, ok};
 use crate::error::{ApiError, FieldError};
-use crate::extract::JsonBody;
+use crate::extract::{JsonBody, QueryParams};
 use crate::state::AppState;
 
-/// Deliveries listed per endpoint.
-const DELIVERIES_LISTED: i64 = 100;
+/// Deliveries per page unless `limit` says otherwise.
+const DEFAULT_DELIVERIES_LIMIT: i64 = 20;
 
 /// The body of POST `/webhooks`.
 #[derive(Debug, Deserialize, ToSchema)]
@@ -53,7 +55,7 @@ impl WebhookView {
     fn new(hook: &Webhook, with_secret: bool) -> Self {
         Self {
             id: hook.id,
-            target_url: hook.target.as_str().to_owned(),
+            target_url: hook.target.redacted(),
             events: hook.events.clone(),
             active: hook.disabled_at.is_none(),
             consecutive_failures: hook.consecutive_failures,
@@ -62,6 +64,32 @@ impl WebhookView {
             secret: with_secret.then(|| hook.secret.expose().to_owned()),
         }
     }
+}
+
+/// The query of GET `/webhooks/{id}/deliveries`.
+#[derive(Debug, Deserialize, Validate, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct DeliveriesQuery {
+    /// Page size, 1 to 100 (default 20).
+    #[validate(range(min = 1, max = 100, message = "limit must be between 1 and 100"))]
+    #[param(minimum = 1, maximum = 100)]
+    pub limit: Option<i64>,
+    /// `nextCursor` of the previous page (opaque).
+    pub cursor: Option<String>,
+    /// Only deliveries in this state.
+    #[param(pattern = "^(pending|delivered|failed)$")]
+    pub state: Option<String>,
+}
+
+/// One page of an endpoint's deliveries.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DeliveryPage {
+    /// Newest first.
+    pub items: Vec<DeliveryView>,
+    /// Pass as `cursor` for the next page; null on the last.
+    pub next_cursor: Option<String>,
 }
 
 /// One delivery as clients see it.
@@ -227,20 +255,48 @@ async fn delete(
     Ok(ok(WebhookView::new(&hook, false)))
 }
 
-#[utoipa::path(get, path = "/api/v1/webhooks/{id}/deliveries", tag = "webhooks", params(("id" = String, Path, description = "The webhook id (`wh_…`).")),
-    responses((status = 200, description = "The endpoint's latest 100 deliveries, newest first.", body = Envelope<Vec<DeliveryView>>)))]
+#[utoipa::path(get, path = "/api/v1/webhooks/{id}/deliveries", tag = "webhooks",
+    params(("id" = String, Path, description = "The webhook id (`wh_…`)."), DeliveriesQuery),
+    responses((status = 200, description = "A page of the endpoint's deliveries, newest first.", body = Envelope<DeliveryPage>)))]
 async fn deliveries(
     state: Data<AppState>,
     auth: Authenticated,
     path: Path<String>,
+    query: QueryParams<DeliveriesQuery>,
 ) -> Result<HttpResponse, ApiError> {
-    let list = state
+    let query = query.into_inner()?;
+    query.validate()?;
+    let limit = query.limit.unwrap_or(DEFAULT_DELIVERIES_LIMIT);
+    let after = query
+        .cursor
+        .as_deref()
+        .map(|c| DeliveryCursor::parse(c).map_err(|e| ApiError::field("cursor", e)))
+        .transpose()?;
+    let wanted = query
+        .state
+        .as_deref()
+        .map(|s| {
+            DeliveryState::parse(s).ok_or_else(|| {
+                ApiError::field("state", "state must be one of pending, delivered, failed")
+            })
+        })
+        .transpose()?;
+    let mut list = state
         .store
-        .list_deliveries(auth.workspace.id, webhook_id(&path)?, DELIVERIES_LISTED)
+        .list_deliveries_page(
+            auth.workspace.id,
+            webhook_id(&path)?,
+            wanted,
+            after,
+            limit + 1,
+        )
         .await?
         .ok_or(ApiError::NotFound("webhook"))?;
-    Ok(ok(list
-        .into_iter()
-        .map(DeliveryView::from)
-        .collect::<Vec<_>>()))
+    let more = list.len() as i64 > limit;
+    list.truncate(limit as usize);
+    let next_cursor = more
+        .then(|| list.last().map(|d| DeliveryCursor::after(d).to_string()))
+        .flatten();
+    let items = list.into_iter().map(DeliveryView::from).collect();
+    Ok(ok(DeliveryPage { items, next_cursor }))
 }

@@ -4,7 +4,9 @@ use std::collections::HashSet;
 
 use diesel::prelude::*;
 use diesel_async::RunQueryDsl;
-use shortlink_domain::{Delivery, EventKind, Webhook, WebhookId, WorkspaceId};
+use shortlink_domain::{
+    Delivery, DeliveryCursor, DeliveryState, EventKind, Webhook, WebhookId, WorkspaceId,
+};
 
 use super::Conn;
 use crate::StorageError;
@@ -102,6 +104,45 @@ pub(crate) async fn list_deliveries(
         .select(DeliveryRow::as_select())
         .load(c)
         .await?;
+    rows.into_iter()
+        .map(DeliveryRow::into_domain)
+        .collect::<Result<_, _>>()
+        .map(Some)
+}
+
+/// One page of the endpoint's deliveries, newest first (by creation time, then event id),
+/// optionally only those in `state`, starting after `after`; `None` when the endpoint is not the
+/// workspace's.
+pub(crate) async fn list_deliveries_page(
+    c: &mut Conn,
+    workspace: WorkspaceId,
+    id: WebhookId,
+    state: Option<DeliveryState>,
+    after: Option<DeliveryCursor>,
+    limit: i64,
+) -> Result<Option<Vec<Delivery>>, StorageError> {
+    use webhook_deliveries::{created_at, event_id, webhook_id};
+    if get_webhook(c, workspace, id).await?.is_none() {
+        return Ok(None);
+    }
+    let mut query = webhook_deliveries::table
+        .filter(webhook_id.eq(id.to_string()))
+        .order((created_at.desc(), event_id.desc()))
+        .limit(limit)
+        .select(DeliveryRow::as_select())
+        .into_boxed();
+    if let Some(state) = state {
+        query = query.filter(webhook_deliveries::state.eq(state.as_str()));
+    }
+    if let Some(after) = after {
+        let (at, event) = (after.created_at_millis(), after.event_id().to_string());
+        query = query.filter(
+            created_at
+                .lt(at)
+                .or(created_at.eq(at).and(event_id.lt(event))),
+        );
+    }
+    let rows = query.load(c).await?;
     rows.into_iter()
         .map(DeliveryRow::into_domain)
         .collect::<Result<_, _>>()

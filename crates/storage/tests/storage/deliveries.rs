@@ -1,8 +1,8 @@
 use std::time::Duration;
 
 use shortlink_domain::{
-    AttemptRecord, ClickInfo, DeliveryQueue, DeliveryState, EventKind, NextStep, Timestamp,
-    Webhook, WebhookId, WebhookSecret, WebhookTarget, Workspace,
+    AttemptRecord, ClickInfo, DeliveryCursor, DeliveryQueue, DeliveryState, EventKind, NextStep,
+    Timestamp, Webhook, WebhookId, WebhookSecret, WebhookTarget, Workspace,
 };
 use shortlink_storage::{ClickBatch, LinkClicks, Store};
 
@@ -302,3 +302,99 @@ async fn a_claim_waits_for_another_connections_write_instead_of_failing() {
     other.join().unwrap();
     assert_eq!(claimed.unwrap().len(), 1);
 }
+
+each_backend!(
+    delivery_pages_cover_every_delivery_once_newest_first,
+    |store| {
+        let acme = workspace(&store, "acme").await;
+        let globex = workspace(&store, "globex").await;
+        let hook = webhook(&store, &acme, &[EventKind::LinkCreated]).await;
+        for slug in ["a", "b", "c", "d", "e"] {
+            create(&store, new_link(&acme, Some(slug), "https://example.com/")).await;
+        }
+        // Two of them delivered, in a known order of event ids.
+        let claimed = store.claim_due(Timestamp::now(), 2, later()).await.unwrap();
+        assert_eq!(claimed.len(), 2);
+        for c in &claimed {
+            store
+                .record_attempt(&AttemptRecord {
+                    event_id: c.delivery.event_id,
+                    webhook_id: hook.id,
+                    started_at: Timestamp::now(),
+                    duration_ms: 1,
+                    status_code: Some(204),
+                    error: None,
+                    next: NextStep::Delivered,
+                })
+                .await
+                .unwrap();
+        }
+        let page = |state, after, limit| {
+            let store = store.clone();
+            async move {
+                store
+                    .list_deliveries_page(acme.id, hook.id, state, after, limit)
+                    .await
+                    .unwrap()
+                    .unwrap()
+            }
+        };
+        let all = page(None, None, 100).await;
+        assert_eq!(all.len(), 5);
+        let mut expected: Vec<_> = all.iter().map(|d| (d.created_at, d.event_id)).collect();
+        expected.sort_unstable_by(|a, b| b.cmp(a));
+        assert_eq!(
+            all.iter()
+                .map(|d| (d.created_at, d.event_id))
+                .collect::<Vec<_>>(),
+            expected,
+            "newest first"
+        );
+
+        // Pages of two: every delivery exactly once, in the same order.
+        let mut paged = Vec::new();
+        let mut after = None;
+        loop {
+            let items = page(None, after, 2).await;
+            assert!(items.len() <= 2);
+            paged.extend(items.iter().map(|d| d.event_id));
+            match items.last() {
+                Some(last) if items.len() == 2 => after = Some(DeliveryCursor::after(last)),
+                _ => break,
+            }
+        }
+        assert_eq!(paged, all.iter().map(|d| d.event_id).collect::<Vec<_>>());
+
+        // By state, also across pages.
+        let delivered = page(Some(DeliveryState::Delivered), None, 1).await;
+        assert_eq!(delivered.len(), 1);
+        let rest = page(
+            Some(DeliveryState::Delivered),
+            Some(DeliveryCursor::after(&delivered[0])),
+            100,
+        )
+        .await;
+        let mut delivered_ids: Vec<_> = delivered.iter().chain(&rest).map(|d| d.event_id).collect();
+        delivered_ids.sort_unstable();
+        let mut claimed_ids: Vec<_> = claimed.iter().map(|c| c.delivery.event_id).collect();
+        claimed_ids.sort_unstable();
+        assert_eq!(delivered_ids, claimed_ids);
+        let pending = page(Some(DeliveryState::Pending), None, 100).await;
+        assert_eq!(pending.len(), 3);
+        assert!(pending.iter().all(|d| d.state == DeliveryState::Pending));
+        assert!(
+            page(Some(DeliveryState::Failed), None, 100)
+                .await
+                .is_empty()
+        );
+
+        assert_eq!(
+            store
+                .list_deliveries_page(globex.id, hook.id, None, None, 10)
+                .await
+                .unwrap(),
+            None,
+            "not globex's endpoint"
+        );
+    }
+);
