@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use shortlink_domain::BaseUrl;
+use shortlink_http::routes::dashboard::RootRedirect;
 use shortlink_webhooks::RetrySchedule;
 
 /// Enough for about a million links with destinations of 60 characters.
@@ -36,6 +37,8 @@ pub struct Config {
     pub workers: Option<usize>,
     /// Whether to create the `default` workspace and print its key when there is no workspace.
     pub first_run_banner: bool,
+    /// Where `/` sends visitors instead of serving the dashboard.
+    pub root_redirect: Option<RootRedirect>,
 }
 
 impl Config {
@@ -53,6 +56,7 @@ impl Config {
             click_fold_interval: shortlink_storage::CLICK_FOLD_INTERVAL,
             workers: None,
             first_run_banner: true,
+            root_redirect: None,
         }
     }
 }

@@ -90,6 +90,7 @@ impl Application {
             base_url: base_url.clone(),
             webhook_allow_private_targets: config.webhook_allow_private_targets,
             auth_failures_per_minute: config.auth_failures_per_minute,
+            root_redirect: config.root_redirect.clone(),
         };
         let state = Data::new(AppState::new(
             store.clone(),
