@@ -69,13 +69,14 @@ static ASSETS: LazyLock<HashMap<String, Asset>> = LazyLock::new(|| {
         .filter_map(|path| {
             let file = Files::get(&path)?;
             let content_type = content_type(&path);
-            let etag = file.metadata.sha256_hash()[..16]
-                .iter()
-                .fold(String::from("\""), |mut tag, b| {
-                    tag.push_str(&format!("{b:02x}"));
-                    tag
-                })
-                + "\"";
+            let etag =
+                file.metadata.sha256_hash()[..16]
+                    .iter()
+                    .fold(String::from("\""), |mut tag, b| {
+                        tag.push_str(&format!("{b:02x}"));
+                        tag
+                    })
+                    + "\"";
             let gzip = content_type
                 .contains("charset")
                 .then(|| gzip(&file.data))

@@ -126,7 +126,8 @@ fn accepts_gzip(req: &HttpRequest) -> bool {
             v.split(',').any(|coding| {
                 let mut parts = coding.split(';');
                 let name = parts.next().unwrap_or_default().trim();
-                let refused = parts.any(|p| matches!(p.trim(), "q=0" | "q=0.0" | "q=0.00" | "q=0.000"));
+                let refused =
+                    parts.any(|p| matches!(p.trim(), "q=0" | "q=0.0" | "q=0.00" | "q=0.000"));
                 (name.eq_ignore_ascii_case("gzip") || name == "*") && !refused
             })
         })
@@ -142,7 +143,14 @@ mod tests {
             RootRedirect::parse("https://example.com/home").map(|r| r.as_str().to_owned()),
             Ok("https://example.com/home".to_owned())
         );
-        for bad in ["", "/relative", "ftp://example.com/", "https://", "javascript:alert(1)", "http://a b/"] {
+        for bad in [
+            "",
+            "/relative",
+            "ftp://example.com/",
+            "https://",
+            "javascript:alert(1)",
+            "http://a b/",
+        ] {
             assert!(RootRedirect::parse(bad).is_err(), "{bad}");
         }
     }

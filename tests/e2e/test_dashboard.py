@@ -1,0 +1,227 @@
+"""The dashboard end to end in Chromium: each page works against the real server, passes axe-core
+with no serious or critical violation, and is photographed at 1280 and 375 px."""
+
+import csv
+import io
+import re
+
+from playwright.sync_api import expect
+
+
+def test_sign_in_refuses_a_wrong_key_then_accepts_the_right_one(dashboard):
+    page = dashboard.open()
+    expect(page.get_by_role("heading", name="Sign in")).to_be_visible()
+    dashboard.check_accessibility("sign-in")
+    dashboard.screenshots("sign-in")
+    page.get_by_label("API key").fill("sk_wrongwrongwrongwrongwrongwrongwrong")
+    page.get_by_role("button", name="Sign in").click()
+    expect(page.get_by_role("alert")).to_contain_text("This key was not accepted")
+    expect(page.get_by_label("API key")).to_have_attribute("aria-invalid", "true")
+    page.get_by_label("API key").fill(dashboard.server.key)
+    page.get_by_role("button", name="Sign in").click()
+    expect(page.get_by_role("heading", name="Links", exact=True)).to_be_visible()
+    # The key is in this tab's session storage, and nowhere in the address.
+    assert page.evaluate("sessionStorage.getItem('shortlink.apiKey')") == dashboard.server.key
+    assert dashboard.server.key not in page.url
+    page.get_by_role("button", name="Sign out").click()
+    expect(page.get_by_role("heading", name="Sign in")).to_be_visible()
+    assert page.evaluate("sessionStorage.getItem('shortlink.apiKey')") is None
+
+
+def test_create_a_link_find_it_and_download_its_qr_code(dashboard, tmp_path):
+    page = dashboard.sign_in()
+    page.get_by_role("link", name="New link").click()
+    expect(page.get_by_role("heading", name="New link")).to_be_visible()
+    dashboard.check_accessibility("link-new")
+    dashboard.screenshots("link-new")
+
+    # A refused destination is explained beside its field, and nothing is created.
+    page.get_by_label("Destination URL").fill("ftp://example.com/file")
+    page.get_by_role("button", name="Create link").click()
+    expect(page.locator(".field-error").first).to_contain_text("destination")
+    expect(page.get_by_label("Destination URL")).to_have_attribute("aria-invalid", "true")
+
+    page.get_by_label("Destination URL").fill("https://example.com/e2e/landing?from=dashboard")
+    page.get_by_label("Custom short code (optional)").fill("e2e-qr")
+    page.get_by_role("button", name="Create link").click()
+    expect(page.get_by_role("heading", name="Links", exact=True)).to_be_visible()
+    row = page.get_by_role("row").filter(has_text="/e2e-qr")
+    expect(row).to_contain_text("https://example.com/e2e/landing?from=dashboard")
+    status, body = dashboard.server.api("GET", "/links/e2e-qr")
+    assert status == 200 and body["data"]["destination"] == "https://example.com/e2e/landing?from=dashboard"
+    dashboard.check_accessibility("links")
+    dashboard.screenshots("links")
+
+    row.get_by_role("button", name="QR code of e2e-qr").click()
+    dialog = page.get_by_role("dialog")
+    expect(dialog.get_by_role("img")).to_be_visible()
+    dashboard.check_accessibility("qr")
+    dashboard.screenshots("qr")
+    with page.expect_download() as svg_download:
+        dialog.get_by_role("button", name="Download").click()
+    svg = tmp_path / "code.svg"
+    svg_download.value.save_as(svg)
+    assert svg_download.value.suggested_filename == "e2e-qr-qr.svg"
+    assert svg.read_text().lstrip().startswith(("<svg", "<?xml")) and 'width="512"' in svg.read_text()
+
+    dialog.get_by_label("Format").select_option("png")
+    dialog.get_by_label("Size (pixels)").fill("256")
+    expect(dialog.get_by_role("img")).to_have_attribute("src", re.compile("^blob:"))
+    expect(dialog.get_by_role("button", name="Download")).to_be_enabled()
+    page.wait_for_function("() => document.querySelector('dialog img')?.naturalWidth === 256")
+    with page.expect_download() as png_download:
+        dialog.get_by_role("button", name="Download").click()
+    png = tmp_path / "code.png"
+    png_download.value.save_as(png)
+    data = png.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    assert int.from_bytes(data[16:20], "big") == 256, "a PNG of the chosen size"
+    dialog.get_by_role("button", name="Close").click()
+    expect(page.get_by_role("dialog")).to_have_count(0)
+
+
+def test_edit_a_link_and_see_the_new_destination(dashboard):
+    status, _ = dashboard.server.api("POST", "/links", {"destination": "https://example.com/before", "customSlug": "e2e-edit"})
+    assert status == 200
+    page = dashboard.sign_in()
+    page.get_by_role("link", name="Edit e2e-edit").click()
+    expect(page.get_by_role("heading", name="Edit e2e-edit")).to_be_visible()
+    dashboard.check_accessibility("link-edit")
+    dashboard.screenshots("link-edit")
+    page.get_by_label("Destination URL").fill("https://example.com/after")
+    page.get_by_role("button", name="Save changes").click()
+    expect(page.get_by_role("row").filter(has_text="/e2e-edit")).to_contain_text("https://example.com/after")
+    assert dashboard.server.api("GET", "/links/e2e-edit")[1]["data"]["destination"] == "https://example.com/after"
+
+
+def test_delete_asks_first_and_cancel_keeps_the_link(dashboard):
+    status, _ = dashboard.server.api("POST", "/links", {"destination": "https://example.com/doomed", "customSlug": "e2e-doomed"})
+    assert status == 200
+    page = dashboard.sign_in()
+    row = page.get_by_role("row").filter(has_text="/e2e-doomed")
+    row.get_by_role("button", name="Delete e2e-doomed").click()
+    dialog = page.get_by_role("dialog")
+    expect(dialog).to_contain_text("Delete this link?")
+    dashboard.check_accessibility("delete-confirmation")
+    dialog.get_by_role("button", name="Cancel").click()
+    expect(page.get_by_role("dialog")).to_have_count(0)
+    assert dashboard.server.api("GET", "/links/e2e-doomed")[0] == 200
+
+    row.get_by_role("button", name="Delete e2e-doomed").click()
+    page.get_by_role("dialog").get_by_role("button", name="Delete link").click()
+    expect(page.get_by_role("row").filter(has_text="/e2e-doomed")).to_have_count(0)
+    assert dashboard.server.api("GET", "/links/e2e-doomed")[0] == 404
+
+
+def test_import_250_rows_of_which_3_are_bad(dashboard, tmp_path):
+    rows = [[f"https://example.com/import/{i}", f"imp-{i}"] for i in range(250)]
+    rows[10] = ["not a url", "imp-bad-url"]          # refused destination
+    rows[120] = ["https://example.com/import/x", "api"]  # reserved slug
+    rows[240] = ["https://example.com/import/y", "imp-3"]  # taken earlier in the file
+    text = io.StringIO()
+    writer = csv.writer(text, lineterminator="\r\n")
+    writer.writerow(["destination", "customSlug"])
+    writer.writerows(rows)
+    file = tmp_path / "links.csv"
+    file.write_text(text.getvalue())
+
+    page = dashboard.sign_in()
+    page.get_by_role("link", name="Import", exact=True).click()
+    expect(page.get_by_role("heading", name="Import links from CSV")).to_be_visible()
+    dashboard.check_accessibility("import")
+    page.get_by_label("CSV file").set_input_files(file)
+    page.get_by_role("button", name="Import", exact=True).click()
+    expect(page.get_by_text("247 created, 3 failed, of 250 rows.")).to_be_visible(timeout=30_000)
+    progress = page.get_by_role("progressbar", name="Import progress")
+    assert progress.get_attribute("value") == progress.get_attribute("max") == "250"
+    failed = page.locator("td.state-failed")
+    expect(failed).to_have_count(3)
+    # Each failed row names its line of the file (header is line 1) and why.
+    for line, reason in [(12, "destination"), (122, "reserved"), (242, "imp-3")]:
+        row = page.get_by_role("row").filter(has=page.locator("td", has_text=re.compile(f"^{line}$")))
+        expect(row.locator("td.state-failed")).to_contain_text(reason)
+    expect(page.locator("td.state-created")).to_have_count(247)
+    dashboard.check_accessibility("import-results")
+    dashboard.screenshots("import-results")
+    assert dashboard.server.api("GET", "/links/imp-249")[0] == 200
+    assert dashboard.server.api("GET", "/links/imp-bad-url")[0] == 404
+
+
+def test_create_a_webhook_and_see_its_secret_only_once(dashboard):
+    page = dashboard.sign_in()
+    page.get_by_role("link", name="Webhooks").click()
+    expect(page.get_by_role("heading", name="Webhooks")).to_be_visible()
+    page.get_by_label("Endpoint URL").fill("http://127.0.0.1:9/e2e-hook")
+    page.get_by_label("link.updated").uncheck()
+    page.get_by_label("link.deleted").uncheck()
+    page.get_by_role("button", name="Add endpoint").click()
+    secret = page.get_by_role("status", name="Signing secret")
+    expect(secret).to_have_text(re.compile(r"^whsec_[A-Za-z0-9+/=]{40,}$"))
+    value = secret.text_content()
+    page.get_by_role("button", name="Copy secret").click()
+    assert page.evaluate("navigator.clipboard.readText()") == value
+    expect(page.get_by_role("row").filter(has_text="http://127.0.0.1:9/e2e-hook")).to_be_visible()
+    dashboard.check_accessibility("webhooks-secret")
+    dashboard.screenshots("webhooks-secret")
+
+    page.get_by_role("button", name="I have saved it").click()
+    expect(page.get_by_text(value)).to_have_count(0)
+    page.reload()
+    expect(page.get_by_role("row").filter(has_text="http://127.0.0.1:9/e2e-hook")).to_be_visible()
+    assert value not in page.content(), "the secret is never shown again"
+
+    page.get_by_role("link", name="Deliveries to http://127.0.0.1:9/e2e-hook").click()
+    expect(page.get_by_role("heading", name="Deliveries")).to_be_visible()
+    expect(page.get_by_text("No deliveries yet.").or_(page.locator("td.state-pending, td.state-failed, td.state-delivered").first)).to_be_visible()
+    dashboard.check_accessibility("deliveries")
+    dashboard.screenshots("deliveries")
+
+
+def test_analytics_page_explains_what_the_server_answers(dashboard):
+    """Until the server has analytics, the page says so in words; with it, the chart shows."""
+    status, _ = dashboard.server.api("POST", "/links", {"destination": "https://example.com/stats", "customSlug": "e2e-stats"})
+    assert status == 200
+    page = dashboard.sign_in()
+    page.get_by_role("link", name="Analytics of e2e-stats").click()
+    expect(page.get_by_role("heading", name="Analytics of e2e-stats")).to_be_visible()
+    expect(page.locator(".chart svg").or_(page.get_by_role("alert"))).to_be_visible()
+    dashboard.check_accessibility("analytics")
+    dashboard.screenshots("analytics")
+
+
+def test_a_page_that_does_not_exist_says_so(dashboard):
+    page = dashboard.sign_in()
+    page.goto(f"{dashboard.server.base}/#/nowhere")
+    expect(page.get_by_role("heading", name="Page not found")).to_be_visible()
+
+
+def test_first_paint_of_twenty_links_from_a_cold_cache(browser, server):
+    """Measured and reported (target ≤ 300 ms), not asserted: timings belong to benchmarks."""
+    for i in range(20):
+        server.api("POST", "/links", {"destination": f"https://example.com/paint/{i}"})
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    context.add_init_script(f"sessionStorage.setItem('shortlink.apiKey', {server.key!r})")
+    context.add_init_script("""
+      new MutationObserver((_, observer) => {
+        if (document.querySelectorAll('table.cards tbody tr').length >= 20 && !window.__painted) {
+          observer.disconnect();
+          requestAnimationFrame(() => requestAnimationFrame(() => { window.__painted = performance.now(); }));
+        }
+      }).observe(document, {childList: true, subtree: true});
+    """)
+    page = context.new_page()
+    page.goto(f"{server.base}/")
+    page.wait_for_function("() => window.__painted", timeout=10_000)
+    painted = page.evaluate("window.__painted")
+    context.close()
+    out = server_report_path()
+    out.write_text(f"first paint of the links table with 20 links, cold cache: {painted:.0f} ms\n")
+    print(f"\nfirst paint of the links table with 20 links, cold cache: {painted:.0f} ms")
+    assert painted > 0
+
+
+def server_report_path():
+    from conftest import ROOT
+    path = ROOT / "target" / "e2e-first-paint.txt"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path
