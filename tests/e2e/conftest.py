@@ -2,6 +2,7 @@
 port with a temporary SQLite database, a workspace and key made with its CLI, and the system's
 Chromium driven by Playwright. Screenshots go to target/e2e-screenshots/."""
 
+import http.client
 import json
 import os
 import socket
@@ -19,6 +20,7 @@ BIN = Path(os.environ.get("SHORTLINK_BIN", ROOT / "target" / "debug" / "shortlin
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 AXE = Path(__file__).parent / "node_modules" / "axe-core" / "axe.min.js"
 SCREENSHOTS = ROOT / "target" / "e2e-screenshots"
+FIGURES = ROOT / "target" / "e2e-figures.txt"
 CHROMIUM_ARGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
     "--disable-component-update", "--disable-sync", "--no-first-run",
@@ -71,6 +73,14 @@ class Server:
                 return response.status, json.loads(response.read() or b"null")
         except urllib.error.HTTPError as error:
             return error.code, json.loads(error.read() or b"null")
+
+    def visit(self, code, user_agent):
+        """A visitor's GET of a short link; the redirect's status (not followed)."""
+        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
+        connection.request("GET", f"/{code}", headers={"User-Agent": user_agent})
+        status = connection.getresponse().status
+        connection.close()
+        return status
 
     def stop(self):
         self.process.terminate()
@@ -156,3 +166,17 @@ def dashboard(browser, server):
     yield d
     context.close()
     assert not d.problems, d.problems
+
+
+@pytest.fixture(scope="session")
+def report():
+    """Writes a measured figure to the terminal and to target/e2e-figures.txt."""
+    FIGURES.parent.mkdir(parents=True, exist_ok=True)
+    FIGURES.write_text("")
+
+    def write(line):
+        print(f"\n{line}")
+        with FIGURES.open("a") as out:
+            out.write(line + "\n")
+
+    return write

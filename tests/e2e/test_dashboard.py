@@ -4,8 +4,11 @@ with no serious or critical violation, and is photographed at 1280 and 375 px.""
 import csv
 import io
 import re
+import time
 
 from playwright.sync_api import expect
+
+CHROME = "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36"
 
 
 def test_sign_in_refuses_a_wrong_key_then_accepts_the_right_one(dashboard):
@@ -78,6 +81,16 @@ def test_create_a_link_find_it_and_download_its_qr_code(dashboard, tmp_path):
     assert int.from_bytes(data[16:20], "big") == 256, "a PNG of the chosen size"
     dialog.get_by_role("button", name="Close").click()
     expect(page.get_by_role("dialog")).to_have_count(0)
+
+    # Three visits from a browser: the table shows them once they are counted (within a second).
+    for _ in range(3):
+        assert dashboard.server.visit("e2e-qr", CHROME) == 302
+    deadline = time.monotonic() + 10
+    while dashboard.server.api("GET", "/links/e2e-qr")[1]["data"]["clicks"] != 3:
+        assert time.monotonic() < deadline, "three clicks were not counted within 10 s"
+        time.sleep(0.1)
+    page.reload()
+    expect(page.get_by_role("row").filter(has_text="/e2e-qr").locator("td.num")).to_have_text("3")
 
 
 def test_edit_a_link_and_see_the_new_destination(dashboard):
@@ -184,7 +197,10 @@ def test_analytics_page_explains_what_the_server_answers(dashboard):
     page = dashboard.sign_in()
     page.get_by_role("link", name="Analytics of e2e-stats").click()
     expect(page.get_by_role("heading", name="Analytics of e2e-stats")).to_be_visible()
+    # The API answers either the chart or, on a server without analytics, a message that says so.
     expect(page.locator(".chart svg").or_(page.get_by_role("alert"))).to_be_visible()
+    if page.get_by_role("alert").count():
+        expect(page.get_by_role("alert")).to_contain_text("does not offer analytics yet")
     dashboard.check_accessibility("analytics")
     dashboard.screenshots("analytics")
 
@@ -195,33 +211,64 @@ def test_a_page_that_does_not_exist_says_so(dashboard):
     expect(page.get_by_role("heading", name="Page not found")).to_be_visible()
 
 
-def test_first_paint_of_twenty_links_from_a_cold_cache(browser, server):
-    """Measured and reported (target ≤ 300 ms), not asserted: timings belong to benchmarks."""
+def test_first_paint_of_twenty_links_from_a_cold_cache(browser, server, report):
+    """Measured and reported (target ≤ 300 ms), not asserted: timings belong to benchmarks. Five
+    loads, each in a fresh browser context (an empty cache); the median is the figure."""
     for i in range(20):
-        server.api("POST", "/links", {"destination": f"https://example.com/paint/{i}"})
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
-    context.add_init_script(f"sessionStorage.setItem('shortlink.apiKey', {server.key!r})")
-    context.add_init_script("""
-      new MutationObserver((_, observer) => {
-        if (document.querySelectorAll('table.cards tbody tr').length >= 20 && !window.__painted) {
-          observer.disconnect();
-          requestAnimationFrame(() => requestAnimationFrame(() => { window.__painted = performance.now(); }));
-        }
-      }).observe(document, {childList: true, subtree: true});
-    """)
-    page = context.new_page()
-    page.goto(f"{server.base}/")
-    page.wait_for_function("() => window.__painted", timeout=10_000)
-    painted = page.evaluate("window.__painted")
-    context.close()
-    out = server_report_path()
-    out.write_text(f"first paint of the links table with 20 links, cold cache: {painted:.0f} ms\n")
-    print(f"\nfirst paint of the links table with 20 links, cold cache: {painted:.0f} ms")
-    assert painted > 0
+        assert server.api("POST", "/links", {"destination": f"https://example.com/paint/{i}"})[0] == 200
+    timings = []
+    for _ in range(5):
+        context = browser.new_context(viewport={"width": 1280, "height": 900})
+        context.add_init_script(f"sessionStorage.setItem('shortlink.apiKey', {server.key!r})")
+        # The first frame after the twentieth row is in the document: the table's first paint.
+        context.add_init_script("""
+          new MutationObserver((_, observer) => {
+            if (document.querySelectorAll('table.cards tbody tr').length >= 20) {
+              observer.disconnect();
+              requestAnimationFrame(() => setTimeout(() => { window.__painted = performance.now(); }));
+            }
+          }).observe(document, {childList: true, subtree: true});
+        """)
+        page = context.new_page()
+        page.goto(f"{server.base}/")
+        page.wait_for_function("() => window.__painted", timeout=10_000)
+        timings.append(page.evaluate("window.__painted"))
+        context.close()
+    timings.sort()
+    report(f"first paint of the links table with 20 links, cold cache: median {timings[2]:.0f} ms, "
+           f"min {timings[0]:.0f}, max {timings[-1]:.0f} (target 300 ms)")
 
 
-def server_report_path():
-    from conftest import ROOT
-    path = ROOT / "target" / "e2e-first-paint.txt"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return path
+def test_the_chart_and_the_csv_reader_on_known_input(dashboard):
+    """The page's own modules on fixed input, in the browser: the chart's points and labels, the
+    breakdown bars, and RFC 4180 quoting, both ways."""
+    page = dashboard.sign_in()
+    result = page.evaluate("""async () => {
+      const { timeSeriesChart, breakdown } = await import('/assets/js/chart.js');
+      const { parseCsv, csvLine } = await import('/assets/js/csv.js');
+      const points = [0, 3, 1, 7].map((clicks, i) => ({ start: `2026-11-0${i + 1}T00:00:00Z`, clicks, uniqueVisitors: clicks }));
+      const chart = timeSeriesChart(points, 'day');
+      const bars = breakdown('Countries', [{ key: 'GB', clicks: 4 }, { key: null, clicks: 2 }]);
+      document.querySelector('main').append(chart, bars);
+      const rows = parseCsv('\\ufeffdestination,customSlug\\r\\n"https://e.com/?a=1,2","x""y"\\n\\nhttps://e.com/b,\\n');
+      return {
+        line: chart.querySelector('polyline').getAttribute('points').split(' ').length,
+        dots: chart.querySelectorAll('circle').length,
+        label: chart.querySelector('svg').getAttribute('aria-label'),
+        rows: rows.map((r) => [r.line, r.cells]),
+        back: csvLine(['a,b', 'say "hi"', 'plain']),
+        widths: [...bars.querySelectorAll('.bar span')].map((s) => s.style.width),
+        keys: [...bars.querySelectorAll('li > span:first-child')].map((s) => s.textContent),
+      };
+    }""")
+    assert result["line"] == 4 and result["dots"] == 4
+    assert result["label"].startswith("Clicks per day: 11 clicks from") and "with 7" in result["label"]
+    assert result["rows"] == [
+        [1, ["destination", "customSlug"]],
+        [2, ["https://e.com/?a=1,2", 'x"y']],
+        [4, ["https://e.com/b", ""]],
+    ]
+    assert result["back"] == '"a,b","say ""hi""",plain\r\n'
+    assert result["widths"] == ["100%", "50%"]
+    assert result["keys"] == ["GB", "Unknown"]
+    dashboard.check_accessibility("chart")

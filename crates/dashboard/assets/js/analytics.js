@@ -61,7 +61,7 @@ export async function analyticsPage(code) {
     } catch (error) {
       content.replaceChildren();
       status.replaceChildren(alert("error", error.message, ...error.details.map((d) => `${d.field}: ${d.message}`),
-        ...(error.status === 404 && !link ? ["This server does not offer analytics yet."] : [])));
+        ...(error.status === 404 && /route/i.test(error.message) ? ["This server does not offer analytics yet."] : [])));
     }
   }
 
