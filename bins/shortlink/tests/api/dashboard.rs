@@ -22,7 +22,7 @@ async fn fetch(app: &TestApp, path: &str) -> reqwest::Response {
         .expect("the server answers")
 }
 
-fn header<'a>(res: &'a reqwest::Response, name: reqwest::header::HeaderName) -> &'a str {
+fn header(res: &reqwest::Response, name: reqwest::header::HeaderName) -> &str {
     res.headers()
         .get(&name)
         .and_then(|v| v.to_str().ok())

@@ -22,15 +22,22 @@ async fn the_root_redirect_sends_the_root_elsewhere_and_leaves_the_assets() {
     assert_eq!(css.status(), StatusCode::OK);
 }
 
+/// A value clap refuses: its usage error (exit 2) quoting the reason, before anything starts.
 #[test]
-fn a_root_redirect_that_is_not_a_web_url_fails_in_one_line() {
+fn a_root_redirect_that_is_not_a_web_url_is_refused_before_starting() {
     let out = run_with_env(
         &["serve"],
         &[("SHORTLINK_ROOT_REDIRECT", "ftp://example.com/")],
     );
-    let error = out.one_line_error();
+    assert_eq!(out.status.code(), Some(2), "{}", out.stderr);
     assert!(
-        error.contains("root redirect must be an absolute http or https URL"),
-        "{error}"
+        out.stderr
+            .starts_with("error: invalid value 'ftp://example.com/' for '--root-redirect")
+            && out
+                .stderr
+                .contains("the root redirect must be an absolute http or https URL"),
+        "{}",
+        out.stderr
     );
+    assert!(!out.stderr.contains("panicked"), "{}", out.stderr);
 }
