@@ -205,6 +205,57 @@ def test_analytics_page_explains_what_the_server_answers(dashboard):
     dashboard.screenshots("analytics")
 
 
+def test_dark_mode_follows_the_system(dashboard):
+    status, _ = dashboard.server.api("POST", "/links", {"destination": "https://example.com/dark", "customSlug": "e2e-dark"})
+    assert status == 200
+    dashboard.page.emulate_media(color_scheme="dark")
+    page = dashboard.sign_in()
+    background = page.evaluate("getComputedStyle(document.body).backgroundColor")
+    assert background == "rgb(18, 20, 26)", background
+    expect(page.get_by_role("row").filter(has_text="/e2e-dark")).to_be_visible()
+    dashboard.check_accessibility("links-dark")
+    dashboard.screenshots("links-dark")
+
+
+def test_keyboard_alone_reaches_and_works_the_controls(dashboard):
+    """Tab order follows the page, focus is visible, and a dialog opened by keyboard closes with
+    Escape and gives focus back."""
+    status, _ = dashboard.server.api("POST", "/links", {"destination": "https://example.com/keys", "customSlug": "e2e-keys"})
+    assert status == 200
+    page = dashboard.sign_in()
+    # After navigation the page's heading has focus, so Tab continues from there.
+    assert page.evaluate("document.activeElement.textContent") == "Links"
+    page.keyboard.press("Tab")
+    assert page.evaluate("document.activeElement.textContent") == "Import CSV"
+    page.keyboard.press("Tab")
+    assert page.evaluate("document.activeElement.textContent") == "New link"
+    outline = page.evaluate("getComputedStyle(document.activeElement).outlineStyle")
+    assert outline == "solid", "focus is visible"
+    button = page.get_by_role("button", name="QR code of e2e-keys")
+    button.focus()
+    page.keyboard.press("Enter")
+    expect(page.get_by_role("dialog")).to_be_visible()
+    page.keyboard.press("Escape")
+    expect(page.get_by_role("dialog")).to_have_count(0)
+    assert page.evaluate("document.activeElement.getAttribute('aria-label')") == "QR code of e2e-keys"
+
+
+def test_a_tag_filters_the_list_or_says_why_not(dashboard):
+    """With link options on the server, clicking a tag lists that tag's links; without them, the
+    API's refusal of `tag` is shown in words."""
+    status, body = dashboard.server.api("POST", "/links", {"destination": "https://example.com/tagged", "customSlug": "e2e-tagged", "tags": ["spring"]})
+    page = dashboard.sign_in()
+    if status == 200:
+        page.get_by_role("button", name="Show links tagged spring").first.click()
+        expect(page.get_by_role("row").filter(has_text="/e2e-tagged")).to_be_visible()
+        expect(page.get_by_role("row").filter(has_text="/e2e-qr")).to_have_count(0)
+    else:
+        assert status == 400 and body["error"]["details"][0]["field"] == "tags", body
+        page.get_by_label("Tag").fill("spring")
+        page.get_by_role("button", name="Apply").click()
+        expect(page.get_by_role("alert")).to_contain_text("need a server with link options")
+
+
 def test_a_page_that_does_not_exist_says_so(dashboard):
     page = dashboard.sign_in()
     page.goto(f"{dashboard.server.base}/#/nowhere")

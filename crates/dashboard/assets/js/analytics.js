@@ -17,6 +17,8 @@ export async function analyticsPage(code) {
       return h("section", {}, heading("Analytics"), alert("error", error.message));
     }
   }
+  // The workspace's page also ranks its links.
+  const breakdowns = link ? BREAKDOWNS : [["links", "Links"], ...BREAKDOWNS];
   const timezone = Intl.DateTimeFormat().resolvedOptions().timeZone || "UTC";
   const form = h("form", { class: "panel row", "aria-label": "Period" },
     field({ label: "Range", name: "range", control: "select", value: "30",
@@ -49,7 +51,7 @@ export async function analyticsPage(code) {
       const [total, series, ...groups] = await Promise.all([
         api("GET", "/analytics", { query: { ...q, groupBy: "count" } }),
         api("GET", "/analytics", { query: { ...q, groupBy: "timeseries", interval } }),
-        ...BREAKDOWNS.map(([by]) => api("GET", "/analytics", { query: { ...q, groupBy: by, limit: 10 } })),
+        ...breakdowns.map(([by]) => api("GET", "/analytics", { query: { ...q, groupBy: by, limit: 10 } })),
       ]);
       status.replaceChildren();
       content.replaceChildren(
@@ -57,7 +59,7 @@ export async function analyticsPage(code) {
           h("div", { class: "stat" }, h("dt", {}, "Clicks"), h("dd", {}, count(total.clicks))),
           h("div", { class: "stat" }, h("dt", {}, "Unique visitors"), h("dd", {}, count(total.uniqueVisitors)))),
         h("section", { class: "panel" }, h("h2", {}, `Clicks per ${interval}`), timeSeriesChart(series, interval)),
-        h("div", { class: "breakdowns" }, BREAKDOWNS.map(([, title], i) => breakdown(title, groups[i]))));
+        h("div", { class: "breakdowns" }, breakdowns.map(([, title], i) => breakdown(title, groups[i]))));
     } catch (error) {
       content.replaceChildren();
       status.replaceChildren(alert("error", error.message, ...error.details.map((d) => `${d.field}: ${d.message}`),

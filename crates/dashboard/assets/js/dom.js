@@ -43,8 +43,9 @@ export function field({ label, name, control = "input", hint, options = [], wide
   const described = [hintId, errorId].filter(Boolean).join(" ");
   let input;
   if (control === "select") {
-    input = h("select", { id, name, "aria-describedby": described, ...attrs },
-      options.map(([value, text]) => h("option", { value, selected: String(attrs.value ?? "") === value }, text)));
+    const { value: chosen, ...rest } = attrs;
+    input = h("select", { id, name, "aria-describedby": described, ...rest },
+      options.map(([value, text]) => h("option", { value, selected: String(chosen ?? "") === value }, text)));
   } else if (control === "textarea") {
     const { value, ...rest } = attrs;
     input = h("textarea", { id, name, "aria-describedby": described, ...rest });

@@ -11,11 +11,16 @@ const BATCH = 100;
 const COLUMNS = {
   destination: String, customSlug: String, title: String, description: String, image: String,
   expiresAt: String, expiredUrl: String, password: String, ios: String, android: String,
-  maxClicks: Number, redirectType: Number,
+  // A number when it is one; otherwise the text, for the API to refuse by name.
+  maxClicks: integer, redirectType: integer,
   tags: (s) => s.split("|").map((t) => t.trim()).filter(Boolean),
   archived: (s) => /^(true|yes|1)$/i.test(s),
   error: null, // the explanation a download of failed rows adds; ignored on the way back in
 };
+
+function integer(s) {
+  return /^-?\d+$/.test(s) ? Number(s) : s;
+}
 
 export function importPage() {
   const form = h("form", { class: "panel", novalidate: true },
@@ -123,10 +128,11 @@ function resultTable(rows) {
         : h("td", { "data-label": "Result", class: "state-failed" }, explain(row.result?.error)))))));
 }
 
+/** The error in words: its message, and each detail that says more. */
 function explain(error) {
   if (!error) return "Not sent";
-  const details = (error.details ?? []).map((d) => `${d.field}: ${d.message}`);
-  return [error.message, ...details.filter((d) => !error.message.includes(d.split(": ")[1]))].join(" — ");
+  const more = (error.details ?? []).filter((d) => d.message !== error.message).map((d) => `${d.field}: ${d.message}`);
+  return [error.message, ...more].join(" — ");
 }
 
 function downloadFailed(header, failed) {

@@ -7,10 +7,9 @@ import { alert, confirmDialog, copy, count, field, h, heading, loading, toast, w
 const PAGE = 20;
 
 export function linksPage() {
-  const params = new URLSearchParams(location.hash.split("?")[1] ?? "");
   const filters = h("form", { class: "panel row", role: "search", "aria-label": "Filter links" },
-    field({ label: "Search", name: "search", type: "search", placeholder: "slug or destination", value: params.get("search") ?? "" }),
-    field({ label: "Tag", name: "tag", type: "text", placeholder: "any tag", value: params.get("tag") ?? "" }),
+    field({ label: "Search", name: "search", type: "search", placeholder: "slug or destination" }),
+    field({ label: "Tag", name: "tag", type: "text", placeholder: "any tag" }),
     field({ label: "Show archived links", name: "archived", type: "checkbox" }),
     h("button", { type: "submit" }, "Apply"));
   filters.firstChild.classList.add("grow");
@@ -32,7 +31,7 @@ export function linksPage() {
     status.replaceChildren(loading(reset ? "Loading links…" : "Loading more links…"));
     try {
       const page = await api("GET", "/links", { query: { limit: PAGE, cursor, ...query } });
-      body.append(...page.items.map((link) => row(link, () => load(true))));
+      body.append(...page.items.map((link) => row(link, reload, filterByTag)));
       cursor = page.nextCursor;
       table.hidden = body.childElementCount === 0;
       more.hidden = !cursor;
@@ -46,6 +45,16 @@ export function linksPage() {
     }
   }
 
+  /** After a deletion: the list from the start, and the totals again. */
+  function reload() {
+    load(true);
+    totals(stats);
+  }
+  function filterByTag(tag) {
+    filters.elements.tag.value = tag;
+    filters.requestSubmit();
+  }
+
   filters.addEventListener("submit", (event) => {
     event.preventDefault();
     const f = filters.elements;
@@ -53,8 +62,6 @@ export function linksPage() {
     load(true);
   });
   more.addEventListener("click", () => load(false));
-
-  query = { search: params.get("search") ?? "", tag: params.get("tag") ?? "" };
   load(true).then(() => totals(stats));
 
   return h("section", {},
@@ -71,14 +78,15 @@ function empty(query) {
     filtered ? null : h("p", {}, h("a", { href: "#/links/new" }, "Create your first link"), " or ", h("a", { href: "#/import" }, "import a CSV file"), "."));
 }
 
-function row(link, reload) {
+function row(link, reload, filterByTag) {
   const code = encodeURIComponent(link.shortCode);
   const flags = [link.archived && "archived", link.passwordProtected && "password", link.expiresAt && `expires ${when(link.expiresAt)}`].filter(Boolean);
   return h("tr", {},
     h("td", { "data-label": "Short link" }, h("a", { class: "code", href: link.shortUrl, rel: "noreferrer", target: "_blank" }, link.shortUrl),
       flags.length ? h("div", { class: "hint" }, flags.join(" · ")) : null),
     h("td", { "data-label": "Destination", class: "destination" }, link.destination),
-    h("td", { "data-label": "Tags" }, (link.tags ?? []).map((t) => h("span", { class: "tag" }, t))),
+    h("td", { "data-label": "Tags" }, (link.tags ?? []).map((t) =>
+      h("button", { type: "button", class: "tag", "aria-label": `Show links tagged ${t}`, onclick: () => filterByTag(t) }, t))),
     h("td", { "data-label": "Clicks", class: "num" }, count(link.clicks)),
     h("td", { "data-label": "Created" }, when(link.createdAt)),
     h("td", { "data-label": "Actions" }, h("div", { class: "actions" },
@@ -110,6 +118,7 @@ async function remove(link, reload) {
 /** Links and clicks: counted from the list (pages of 100, up to 10,000 links), and clicks in the
  * last 30 days from analytics when the server has it. */
 async function totals(stats) {
+  stats.replaceChildren();
   const stat = (label) => {
     const dd = h("dd", {}, "…");
     stats.append(h("div", { class: "stat" }, h("dt", {}, label), dd));
