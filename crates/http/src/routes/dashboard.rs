@@ -47,13 +47,22 @@ impl RootRedirect {
     }
 }
 
-/// `/` and the assets.
+/// `/` and the assets. One static resource and one static prefix, so a redirect (which comes
+/// after them in routing) pays two string comparisons for them, no pattern match.
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    let assets = format!("{}/{{path:.+}}", shortlink_dashboard::PREFIX);
-    cfg.route("/", web::get().to(index))
-        .route("/", web::head().to(index))
-        .route(&assets, web::get().to(asset))
-        .route(&assets, web::head().to(asset));
+    cfg.service(
+        web::resource("/")
+            .route(web::get().to(index))
+            .route(web::head().to(index))
+            .default_service(crate::method_not_allowed("GET, HEAD")),
+    )
+    .service(
+        web::scope(shortlink_dashboard::PREFIX).service(
+            web::resource("/{path:.+}")
+                .route(web::get().to(asset))
+                .route(web::head().to(asset)),
+        ),
+    );
 }
 
 async fn index(req: HttpRequest, state: Data<AppState>) -> HttpResponse {
