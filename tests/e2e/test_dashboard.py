@@ -2,10 +2,12 @@
 with no serious or critical violation, and is photographed at 1280 and 375 px."""
 
 import csv
+import http.client
 import io
 import re
 import time
 
+import pytest
 from playwright.sync_api import expect
 
 CHROME = "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36"
@@ -323,3 +325,124 @@ def test_the_chart_and_the_csv_reader_on_known_input(dashboard):
     assert result["widths"] == ["100%", "50%"]
     assert result["keys"] == ["GB", "Unknown"]
     dashboard.check_accessibility("chart")
+
+
+IPHONE = "Mozilla/5.0 (iPhone; CPU iPhone OS 17_5 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.5 Mobile/15E148 Safari/604.1"
+
+
+def has_analytics(server):
+    status, body = server.api("GET", "/analytics?groupBy=count")
+    return status == 200
+
+
+def has_link_options(server):
+    status, body = server.api("POST", "/links", {"destination": "https://example.com/probe", "tags": ["probe"]})
+    if status == 200:
+        server.api("DELETE", f"/links/{body['data']['id']}")
+    return status == 200
+
+
+def test_analytics_chart_and_breakdowns_follow_clicks(dashboard, tmp_path):
+    server = dashboard.server
+    if not has_analytics(server):
+        pytest.skip("this server has no /api/v1/analytics yet")
+    assert server.api("POST", "/links", {"destination": "https://example.com/counted", "customSlug": "e2e-counted"})[0] == 200
+    for agent in [CHROME, CHROME, CHROME, IPHONE, IPHONE]:
+        connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+        connection.request("GET", "/e2e-counted", headers={"User-Agent": agent, "Referer": "https://news.example/story"})
+        assert connection.getresponse().status == 302
+        connection.close()
+    deadline = time.monotonic() + 10
+    while server.api("GET", "/analytics?groupBy=count&linkId=e2e-counted")[1]["data"]["clicks"] != 5:
+        assert time.monotonic() < deadline, "five clicks were not recorded within 10 s"
+        time.sleep(0.2)
+
+    page = dashboard.sign_in()
+    page.get_by_role("link", name="Analytics of e2e-counted").click()
+    stat = page.locator(".stat").filter(has_text="Clicks")
+    expect(stat.locator("dd")).to_have_text("5")
+    expect(page.get_by_role("img", name=re.compile(r"^Clicks per day: 5 clicks"))).to_be_visible()
+    devices = page.get_by_role("region", name="Devices")
+    expect(devices.locator("li").filter(has_text="desktop")).to_contain_text("3 clicks")
+    expect(devices.locator("li").filter(has_text="mobile")).to_contain_text("2 clicks")
+    expect(page.get_by_role("region", name="Browsers")).to_contain_text("Chrome")
+    expect(page.get_by_role("region", name="Referrers")).to_contain_text("news.example")
+    dashboard.check_accessibility("analytics-with-data")
+    dashboard.screenshots("analytics-with-data")
+
+    page.get_by_label("Interval").select_option("hour")
+    page.get_by_label("Range").select_option("1")
+    page.get_by_role("button", name="Show").click()
+    expect(page.get_by_role("img", name=re.compile(r"^Clicks per hour: 5 clicks"))).to_be_visible()
+
+    with page.expect_download() as export:
+        page.get_by_role("button", name="Export CSV").click()
+    file = tmp_path / "export.csv"
+    export.value.save_as(file)
+    rows = list(csv.reader(file.open()))
+    assert rows[0] == ["timestamp", "linkId", "shortCode", "country", "city", "device", "browser", "os", "referrer", "referrerUrl"]
+    assert len(rows) == 6 and {r[2] for r in rows[1:]} == {"e2e-counted"}
+
+
+def test_create_a_link_with_options_and_find_it_by_search_and_tag(dashboard):
+    server = dashboard.server
+    if not has_link_options(server):
+        pytest.skip("this server does not accept link options (tags, expiresAt, …) yet")
+    page = dashboard.sign_in()
+    page.get_by_role("link", name="New link").click()
+    page.get_by_label("Destination URL").fill("https://example.com/options")
+    page.get_by_label("Custom short code (optional)").fill("e2e-options")
+    page.get_by_label("Tags (optional)").fill("launch, e2e")
+    page.get_by_label("Maximum clicks").fill("100")
+    page.get_by_label("Expires at").fill("2099-01-01T12:00")
+    page.get_by_label("Redirect type").select_option("301")
+    page.get_by_label("Password").fill("open sesame")
+    page.get_by_label("Title").fill("Options")
+    page.get_by_label("Destinations by country").fill("GB https://example.co.uk/options")
+    page.get_by_role("button", name="Create link").click()
+    expect(page.get_by_role("heading", name="Links", exact=True)).to_be_visible()
+    link = server.api("GET", "/links/e2e-options")[1]["data"]
+    assert link["tags"] == ["launch", "e2e"] and link["maxClicks"] == 100 and link["redirectType"] == 301
+    assert link["passwordProtected"] is True and "password" not in link
+    assert link["geo"] == {"GB": "https://example.co.uk/options"} and link["title"] == "Options"
+    assert link["expiresAt"].startswith("2099-01-01")
+
+    page.get_by_label("Search").fill("e2e-opt")
+    page.get_by_role("button", name="Apply").click()
+    expect(page.locator("table.cards tbody tr")).to_have_count(1)
+    expect(page.get_by_role("row").filter(has_text="/e2e-options")).to_be_visible()
+    page.get_by_label("Search").fill("")
+    page.get_by_role("button", name="Show links tagged launch").click()
+    expect(page.get_by_role("row").filter(has_text="/e2e-options")).to_be_visible()
+    expect(page.locator("table.cards tbody tr")).to_have_count(1)
+
+    # Archived: gone from the list, back with the toggle.
+    page.get_by_role("link", name="Edit e2e-options").click()
+    page.get_by_label("Archived (hidden from the list; still redirects)").check()
+    page.get_by_role("button", name="Save changes").click()
+    expect(page.get_by_role("heading", name="Links", exact=True)).to_be_visible()
+    expect(page.get_by_role("row").filter(has_text="/e2e-options")).to_have_count(0)
+    page.get_by_label("Show archived links").check()
+    page.get_by_role("button", name="Apply").click()
+    expect(page.get_by_role("row").filter(has_text="/e2e-options")).to_contain_text("archived")
+
+    # A bad option is explained beside its field.
+    page.get_by_role("link", name="Edit e2e-options").click()
+    page.get_by_label("Expires at").fill("")
+    page.get_by_label("After expiry, redirect to").fill("not a url")
+    page.get_by_role("button", name="Save changes").click()
+    expect(page.get_by_label("After expiry, redirect to")).to_have_attribute("aria-invalid", "true")
+
+
+def test_import_with_option_columns(dashboard, tmp_path):
+    if not has_link_options(dashboard.server):
+        pytest.skip("this server does not accept link options (tags, expiresAt, …) yet")
+    file = tmp_path / "options.csv"
+    file.write_text("destination,customSlug,tags,maxClicks\r\nhttps://example.com/o1,e2e-o1,a|b,5\r\nhttps://example.com/o2,e2e-o2,,zero\r\n")
+    page = dashboard.sign_in()
+    page.get_by_role("link", name="Import", exact=True).click()
+    page.get_by_label("CSV file").set_input_files(file)
+    page.get_by_role("button", name="Import", exact=True).click()
+    expect(page.get_by_text("1 created, 1 failed, of 2 rows.")).to_be_visible()
+    expect(page.locator("td.state-failed")).to_contain_text("maxClicks")
+    assert dashboard.server.api("GET", "/links/e2e-o1")[1]["data"]["tags"] == ["a", "b"]
