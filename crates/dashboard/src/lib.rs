@@ -41,7 +41,8 @@ impl Asset {
         self.content_type
     }
 
-    /// A strong `ETag` (quoted): the start of the file's SHA-256, so it changes with the content.
+    /// Its `ETag`: the start of the file's SHA-256, so it changes with the content; weak, because
+    /// the plain and the gzipped forms share it.
     pub fn etag(&self) -> &str {
         &self.etag
     }
@@ -69,14 +70,11 @@ static ASSETS: LazyLock<HashMap<String, Asset>> = LazyLock::new(|| {
         .filter_map(|path| {
             let file = Files::get(&path)?;
             let content_type = content_type(&path);
-            let etag =
-                file.metadata.sha256_hash()[..16]
-                    .iter()
-                    .fold(String::from("\""), |mut tag, b| {
-                        tag.push_str(&format!("{b:02x}"));
-                        tag
-                    })
-                    + "\"";
+            let hex: String = file.metadata.sha256_hash()[..16]
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect();
+            let etag = format!("W/\"{hex}\"");
             let gzip = content_type
                 .contains("charset")
                 .then(|| gzip(&file.data))
@@ -127,7 +125,8 @@ mod tests {
         for path in paths() {
             let asset = lookup(path).expect("listed");
             assert_ne!(asset.content_type(), "application/octet-stream", "{path}");
-            assert_eq!(asset.etag().len(), 34, "{path}");
+            assert_eq!(asset.etag().len(), 36, "{path}");
+            assert!(asset.etag().starts_with("W/\"") && asset.etag().ends_with('"'));
         }
     }
 

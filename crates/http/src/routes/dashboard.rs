@@ -7,7 +7,7 @@
 
 use actix_web::http::header::{self, HeaderValue};
 use actix_web::http::{StatusCode, Uri};
-use actix_web::web::{self, Data};
+use actix_web::web::{self, Bytes, Data};
 use actix_web::{HttpRequest, HttpResponse, HttpResponseBuilder};
 use shortlink_dashboard::Asset;
 
@@ -87,7 +87,7 @@ async fn asset(req: HttpRequest, path: web::Path<String>) -> HttpResponse {
 
 /// The file, gzipped when the client accepts it, or 304 when its copy is current. `no-cache`:
 /// the names carry no version, so the browser asks each time and the tag keeps that cheap.
-fn serve(req: &HttpRequest, file: &Asset) -> HttpResponse {
+fn serve(req: &HttpRequest, file: &'static Asset) -> HttpResponse {
     let current = matches_etag(req, file.etag());
     let mut answer = secured(if current {
         StatusCode::NOT_MODIFIED
@@ -105,8 +105,8 @@ fn serve(req: &HttpRequest, file: &Asset) -> HttpResponse {
     match file.gzip().filter(|_| accepts_gzip(req)) {
         Some(gz) => answer
             .insert_header((header::CONTENT_ENCODING, "gzip"))
-            .body(gz.to_vec()),
-        None => answer.body(file.bytes().to_vec()),
+            .body(Bytes::from_static(gz)),
+        None => answer.body(Bytes::from_static(file.bytes())),
     }
 }
 
