@@ -129,9 +129,9 @@ class Dashboard:
         self.page.goto(f"{self.server.base}/{hash_}")
         return self.page
 
-    def sign_in(self):
+    def sign_in(self, key=None):
         page = self.open()
-        page.get_by_label("API key").fill(self.server.key)
+        page.get_by_label("API key").fill(key or self.server.key)
         page.get_by_role("button", name="Sign in").click()
         expect(page.get_by_role("heading", name="Links", exact=True)).to_be_visible()
         return page

@@ -162,6 +162,20 @@ def test_import_250_rows_of_which_3_are_bad(dashboard, tmp_path):
     assert dashboard.server.api("GET", "/links/imp-bad-url")[0] == 404
 
 
+def test_import_waits_out_the_rate_limit_and_loses_nothing(dashboard, tmp_path):
+    """A workspace allowed 1 request a second: the pages wait for Retry-After and go on."""
+    server = dashboard.server
+    server.cli("workspace", "create", "slow", "--rate-limit", "1")
+    key = server.cli("key", "create", "--workspace", "slow")
+    file = tmp_path / "slow.csv"
+    file.write_text("destination\n" + "".join(f"https://example.com/slow/{i}\n" for i in range(150)))
+    page = dashboard.sign_in(key)
+    page.get_by_role("link", name="Import", exact=True).click()
+    page.get_by_label("CSV file").set_input_files(file)
+    page.get_by_role("button", name="Import", exact=True).click()
+    expect(page.get_by_text("150 created, 0 failed, of 150 rows.")).to_be_visible(timeout=30_000)
+
+
 def test_create_a_webhook_and_see_its_secret_only_once(dashboard):
     page = dashboard.sign_in()
     page.get_by_role("link", name="Webhooks").click()

@@ -33,23 +33,32 @@ export function apiUrl(path, query = {}) {
   return url;
 }
 
+/** Waits out a 429 this many times (for `Retry-After`, at most 10 s each) before giving up. */
+const RATE_LIMIT_RETRIES = 3;
+
 async function send(method, path, { query, body, accept = "application/json" } = {}) {
   const headers = { Authorization: `Bearer ${session.key() ?? ""}`, Accept: accept };
   if (body !== undefined) headers["Content-Type"] = "application/json";
-  let response;
-  try {
-    response = await fetch(apiUrl(path, query), {
-      method, headers, body: body === undefined ? undefined : JSON.stringify(body), cache: "no-store",
-    });
-  } catch {
-    throw new ApiError(0, { message: "The server could not be reached. Check your connection and try again." });
+  for (let attempt = 0; ; attempt++) {
+    let response;
+    try {
+      response = await fetch(apiUrl(path, query), {
+        method, headers, body: body === undefined ? undefined : JSON.stringify(body), cache: "no-store",
+      });
+    } catch {
+      throw new ApiError(0, { message: "The server could not be reached. Check your connection and try again." });
+    }
+    if (response.ok) return response;
+    let envelope = null;
+    try { envelope = await response.json(); } catch { /* not JSON: a proxy's page, say */ }
+    const error = new ApiError(response.status, envelope?.error, Number(response.headers.get("Retry-After")) || undefined);
+    if (response.status === 429 && attempt < RATE_LIMIT_RETRIES && (error.retryAfter ?? 1) <= 10) {
+      await new Promise((resolve) => setTimeout(resolve, (error.retryAfter ?? 1) * 1000));
+      continue;
+    }
+    if (response.status === 401) onUnauthorized(error);
+    throw error;
   }
-  if (response.ok) return response;
-  let envelope = null;
-  try { envelope = await response.json(); } catch { /* not JSON: a proxy's page, say */ }
-  const error = new ApiError(response.status, envelope?.error, Number(response.headers.get("Retry-After")) || undefined);
-  if (response.status === 401) onUnauthorized(error);
-  throw error;
 }
 
 /** The `data` of a JSON answer; throws [`ApiError`]. */

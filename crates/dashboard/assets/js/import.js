@@ -100,19 +100,13 @@ function readFile(text) {
   };
 }
 
-/** One bulk request; on a failure of the whole request, every row of it gets that error. Waits
- * and tries again when the rate limit says so. */
+/** One bulk request (the client waits out the rate limit); on a failure of the whole request,
+ * every row of it gets that error, to retry later. */
 async function sendBatch(bodies) {
-  for (let attempt = 0; ; attempt++) {
-    try {
-      return await api("POST", "/links/bulk", { body: bodies });
-    } catch (error) {
-      if (error.status === 429 && attempt < 5) {
-        await new Promise((r) => setTimeout(r, (error.retryAfter ?? 1) * 1000));
-        continue;
-      }
-      return bodies.map(() => ({ error: { code: error.code, message: error.message, details: error.details } }));
-    }
+  try {
+    return await api("POST", "/links/bulk", { body: bodies });
+  } catch (error) {
+    return bodies.map(() => ({ error: { code: error.code, message: error.message, details: error.details } }));
   }
 }
 
