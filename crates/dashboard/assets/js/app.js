@@ -53,7 +53,8 @@ function renderSignIn() {
   const form = h("form", { class: "panel", novalidate: true },
     h("div", { class: "form-error", tabindex: "-1" }, signInNotice),
     field({ label: "API key", name: "key", type: "password", autocomplete: "off", required: true,
-      hint: "A key from `shortlink key create --workspace NAME`. It stays in this tab only and is forgotten when you close it." }),
+      hint: ["The key from the first-run banner, or from ", h("code", {}, "shortlink key create --workspace NAME"),
+        ". It stays in this tab only and is forgotten when you close it."] }),
     h("button", { type: "submit", class: "primary" }, "Sign in"));
   form.addEventListener("submit", async (event) => {
     event.preventDefault();

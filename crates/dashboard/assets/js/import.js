@@ -26,7 +26,9 @@ export function importPage() {
   const form = h("form", { class: "panel", novalidate: true },
     h("div", { class: "form-error", tabindex: "-1" }),
     field({ label: "CSV file", name: "file", type: "file", accept: ".csv,text/csv", required: true,
-      hint: "First line: the column names. `destination` is required; `customSlug` and the link options (tags separated by |, expiresAt, maxClicks, password, title, …) are optional." }),
+      hint: ["First line: the column names. ", h("code", {}, "destination"), " is required; ", h("code", {}, "customSlug"),
+        " and the link options (", h("code", {}, "tags"), " separated by |, ", h("code", {}, "expiresAt"), ", ",
+        h("code", {}, "maxClicks"), ", ", h("code", {}, "password"), ", ", h("code", {}, "title"), ", …) are optional."] }),
     h("button", { type: "submit", class: "primary" }, "Import"));
   const progress = h("progress", { max: 1, value: 0, "aria-label": "Import progress", hidden: true });
   const summary = h("div", { "aria-live": "polite" });

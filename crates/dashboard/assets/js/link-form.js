@@ -21,7 +21,8 @@ export async function linkFormPage(code) {
       field({ label: "Destination URL", name: "destination", type: "url", required: true, wide: true, value: v("destination"),
         placeholder: "https://example.com/page", autocomplete: "url" }),
       field({ label: code ? "Short code" : "Custom short code (optional)", name: "customSlug", value: v("shortCode"),
-        hint: "Letters, digits, - and _; up to 64. Left empty, one is made for you.", autocomplete: "off" }),
+        hint: code ? "Letters, digits, - and _; up to 64. A new code takes effect at once, and the old short URL stops working."
+          : "Letters, digits, - and _; up to 64. Left empty, one is made for you.", autocomplete: "off" }),
       field({ label: "Tags (optional)", name: "tags", value: (link?.tags ?? []).join(", "), hint: "Up to 10, separated by commas." })),
     h("fieldset", {}, h("legend", {}, "Expiry"),
       h("div", { class: "fields" },
