@@ -25,21 +25,27 @@ export function linksPage() {
 
   let cursor = null;
   let query = {};
+  let generation = 0; // answers to a superseded request (filters changed meanwhile) are dropped
   async function load(reset) {
+    const mine = reset ? ++generation : generation;
     if (reset) { cursor = null; body.replaceChildren(); }
     more.disabled = true;
     status.replaceChildren(loading(reset ? "Loading links…" : "Loading more links…"));
     try {
       const page = await api("GET", "/links", { query: { limit: PAGE, cursor, ...query } });
+      if (mine !== generation) return;
       body.append(...page.items.map((link) => row(link, reload, filterByTag)));
       cursor = page.nextCursor;
       table.hidden = body.childElementCount === 0;
       more.hidden = !cursor;
       status.replaceChildren(body.childElementCount === 0 ? empty(query) : "");
     } catch (error) {
+      if (mine !== generation) return;
+      const filtered = query.search || query.tag || query.archived;
+      table.hidden = body.childElementCount === 0;
       status.replaceChildren(alert("error", error.message,
         ...(error.details ?? []).map((d) => `${d.field}: ${d.message}`),
-        ...(query.search || query.tag || query.archived ? ["Searching, tags and archived links need a server with link options."] : [])));
+        ...(error.status === 400 && filtered ? ["Searching, tags and archived links need a server with link options."] : [])));
     } finally {
       more.disabled = false;
     }
