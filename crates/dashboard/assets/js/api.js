@@ -10,7 +10,7 @@ export const session = {
 };
 
 /** An error answer of the API, or a network failure (status 0), in words. */
-export class ApiError extends Error {
+class ApiError extends Error {
   constructor(status, error, retryAfter) {
     super(error?.message || `The server answered ${status}.`);
     this.status = status;
@@ -25,7 +25,7 @@ let onUnauthorized = () => {};
 export function whenUnauthorized(fn) { onUnauthorized = fn; }
 
 /** `/api/v1` + path, with the query's set values. */
-export function apiUrl(path, query = {}) {
+function apiUrl(path, query = {}) {
   const url = new URL(`/api/v1${path}`, location.origin);
   for (const [name, value] of Object.entries(query)) {
     if (value !== undefined && value !== null && value !== "") url.searchParams.set(name, value);

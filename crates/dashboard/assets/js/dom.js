@@ -30,7 +30,7 @@ function setAttrs(el, attrs) {
 
 let nextId = 0;
 /** A unique id for label/control pairs. */
-export const uid = (prefix) => `${prefix}-${++nextId}`;
+const uid = (prefix) => `${prefix}-${++nextId}`;
 
 /**
  * A labelled control with a place for its error: `field({label, name, …})`. `control` is
