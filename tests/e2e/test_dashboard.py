@@ -221,6 +221,21 @@ def test_analytics_page_explains_what_the_server_answers(dashboard):
     dashboard.screenshots("analytics")
 
 
+def test_load_more_walks_the_pages_without_repeating_a_link(dashboard):
+    bulk = [{"destination": f"https://example.com/page/{i}"} for i in range(45)]
+    status, body = dashboard.server.api("POST", "/links/bulk", bulk)
+    assert status == 200 and all("link" in item for item in body["data"])
+    page = dashboard.sign_in()
+    rows = page.locator("table.cards tbody tr")
+    expect(rows).to_have_count(20)
+    page.get_by_role("button", name="Load more").click()
+    expect(rows).to_have_count(40)
+    page.get_by_role("button", name="Load more").click()
+    expect(rows).not_to_have_count(40)
+    urls = rows.locator("td:first-child a").all_text_contents()
+    assert len(urls) == len(set(urls)) >= 45
+
+
 def test_dark_mode_follows_the_system(dashboard):
     status, _ = dashboard.server.api("POST", "/links", {"destination": "https://example.com/dark", "customSlug": "e2e-dark"})
     assert status == 200
