@@ -170,6 +170,9 @@ def test_import_waits_out_the_rate_limit_and_loses_nothing(dashboard, tmp_path):
     file = tmp_path / "slow.csv"
     file.write_text("destination\n" + "".join(f"https://example.com/slow/{i}\n" for i in range(150)))
     page = dashboard.sign_in(key)
+    # The landing page's own requests are done (they wait out the limit too) before the import.
+    expect(page.locator(".stat dd").first).to_have_text("0", timeout=15_000)
+    expect(page.locator(".stat dd").last).to_have_text(re.compile("^(0|—)$"), timeout=15_000)
     page.get_by_role("link", name="Import", exact=True).click()
     page.get_by_label("CSV file").set_input_files(file)
     page.get_by_role("button", name="Import", exact=True).click()

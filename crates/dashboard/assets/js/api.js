@@ -34,7 +34,7 @@ function apiUrl(path, query = {}) {
 }
 
 /** Waits out a 429 this many times (for `Retry-After`, at most 10 s each) before giving up. */
-const RATE_LIMIT_RETRIES = 3;
+const RATE_LIMIT_RETRIES = 5;
 
 async function send(method, path, { query, body, accept = "application/json" } = {}) {
   const headers = { Authorization: `Bearer ${session.key() ?? ""}`, Accept: accept };
