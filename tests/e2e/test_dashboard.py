@@ -202,11 +202,27 @@ def test_create_a_webhook_and_see_its_secret_only_once(dashboard):
     expect(page.get_by_role("row").filter(has_text="http://127.0.0.1:9/e2e-hook")).to_be_visible()
     assert value not in page.content(), "the secret is never shown again"
 
+    # A link created now is an event for the endpoint; nothing listens on port 9, so its
+    # delivery is pending (retried later) or failed, never delivered.
+    status, created = dashboard.server.api("POST", "/links", {"destination": "https://example.com/hooked"})
+    assert status == 200
     page.get_by_role("link", name="Deliveries to http://127.0.0.1:9/e2e-hook").click()
     expect(page.get_by_role("heading", name="Deliveries")).to_be_visible()
-    expect(page.get_by_text("No deliveries yet.").or_(page.locator("td.state-pending, td.state-failed, td.state-delivered").first)).to_be_visible()
+    delivery = page.get_by_role("row").filter(has_text="link.created").first
+    expect(delivery.locator("td.state-pending, td.state-failed")).to_be_visible()
+    expect(page.locator("td.state-delivered")).to_have_count(0)
     dashboard.check_accessibility("deliveries")
     dashboard.screenshots("deliveries")
+    page.get_by_label("State").select_option("delivered")
+    page.get_by_role("button", name="Apply").click()
+    expect(page.get_by_text("No deliveries with state delivered.")).to_be_visible()
+
+    page.get_by_role("link", name="Back to the webhooks").click()
+    page.get_by_role("button", name="Delete http://127.0.0.1:9/e2e-hook").click()
+    page.get_by_role("dialog").get_by_role("button", name="Delete endpoint").click()
+    expect(page.get_by_role("row").filter(has_text="http://127.0.0.1:9/e2e-hook")).to_have_count(0)
+    hooks = dashboard.server.api("GET", "/webhooks")[1]["data"]
+    assert all(h["targetUrl"] != "http://127.0.0.1:9/e2e-hook" for h in (hooks if isinstance(hooks, list) else hooks["items"]))
 
 
 def test_analytics_page_explains_what_the_server_answers(dashboard):

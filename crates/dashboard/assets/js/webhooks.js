@@ -123,7 +123,8 @@ export async function deliveriesPage(id) {
       cursor = Array.isArray(page) ? null : page.nextCursor;
       more.hidden = !cursor;
       table.hidden = body.childElementCount === 0;
-      status.replaceChildren(body.childElementCount ? "" : h("div", { class: "empty panel" }, "No deliveries yet."));
+      status.replaceChildren(body.childElementCount ? ""
+        : h("div", { class: "empty panel" }, state ? `No deliveries with state ${state}.` : "No deliveries yet."));
     } catch (error) {
       status.replaceChildren(alert("error", error.message, ...error.details.map((d) => `${d.field}: ${d.message}`)));
     }
