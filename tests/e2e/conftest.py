@@ -75,10 +75,11 @@ class Server:
         except urllib.error.HTTPError as error:
             return error.code, json.loads(error.read() or b"null")
 
-    def visit(self, code, user_agent):
+    def visit(self, code, user_agent, referer=None):
         """A visitor's GET of a short link; the redirect's status (not followed)."""
+        headers = {"User-Agent": user_agent} | ({"Referer": referer} if referer else {})
         connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
-        connection.request("GET", f"/{code}", headers={"User-Agent": user_agent})
+        connection.request("GET", f"/{code}", headers=headers)
         status = connection.getresponse().status
         connection.close()
         return status

@@ -2,7 +2,6 @@
 with no serious or critical violation, and is photographed at 1280 and 375 px."""
 
 import csv
-import http.client
 import io
 import re
 import time
@@ -379,8 +378,7 @@ IPHONE = "Mozilla/5.0 (iPhone; CPU iPhone OS 17_5 like Mac OS X) AppleWebKit/605
 
 
 def has_analytics(server):
-    status, body = server.api("GET", "/analytics?groupBy=count")
-    return status == 200
+    return server.api("GET", "/analytics?groupBy=count")[0] == 200
 
 
 def has_link_options(server):
@@ -396,10 +394,7 @@ def test_analytics_chart_and_breakdowns_follow_clicks(dashboard, tmp_path):
         pytest.skip("this server has no /api/v1/analytics yet")
     assert server.api("POST", "/links", {"destination": "https://example.com/counted", "customSlug": "e2e-counted"})[0] == 200
     for agent in [CHROME, CHROME, CHROME, IPHONE, IPHONE]:
-        connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
-        connection.request("GET", "/e2e-counted", headers={"User-Agent": agent, "Referer": "https://news.example/story"})
-        assert connection.getresponse().status == 302
-        connection.close()
+        assert server.visit("e2e-counted", agent, "https://news.example/story") == 302
     deadline = time.monotonic() + 10
     while server.api("GET", "/analytics?groupBy=count&linkId=e2e-counted")[1]["data"]["clicks"] != 5:
         assert time.monotonic() < deadline, "five clicks were not recorded within 10 s"
