@@ -2,7 +2,7 @@
 // pickers, breakdowns, and the CSV export (fetched with the key, saved through a blob URL).
 
 import { api, apiBlob } from "./api.js";
-import { alert, count, download, field, h, heading, loading } from "./dom.js";
+import { alert, count, download, errorAlert, field, h, heading, loading } from "./dom.js";
 import { breakdown, timeSeriesChart } from "./chart.js";
 
 const BREAKDOWNS = [["countries", "Countries"], ["cities", "Cities"], ["devices", "Devices"], ["browsers", "Browsers"], ["os", "Operating systems"], ["referrers", "Referrers"]];
@@ -14,7 +14,7 @@ export async function analyticsPage(code) {
     try {
       link = await api("GET", `/links/${encodeURIComponent(code)}`);
     } catch (error) {
-      return h("section", {}, heading("Analytics"), alert("error", error.message));
+      return h("section", {}, heading("Analytics"), errorAlert(error));
     }
   }
   // The workspace's page also ranks its links.
@@ -62,7 +62,7 @@ export async function analyticsPage(code) {
         h("div", { class: "breakdowns" }, breakdowns.map(([, title], i) => breakdown(title, groups[i]))));
     } catch (error) {
       content.replaceChildren();
-      status.replaceChildren(alert("error", error.message, ...error.details.map((d) => `${d.field}: ${d.message}`),
+      status.replaceChildren(errorAlert(error,
         ...(error.status === 404 && /route/i.test(error.message) ? ["This server does not offer analytics yet."] : [])));
     }
   }

@@ -103,6 +103,12 @@ export function alert(kind, ...text) {
     text.flatMap((t, i) => (i ? [h("br"), t] : [t])));
 }
 
+/** An API error in words: its message, each of its details, then any `more` lines. */
+export function errorAlert(error, ...more) {
+  const details = (error.details ?? []).filter((d) => d.message !== error.message).map((d) => `${d.field}: ${d.message}`);
+  return alert("error", error.message, ...details, ...more);
+}
+
 /** The loading state. */
 export const loading = (what = "Loading…") => h("p", { class: "loading", role: "status" }, what);
 

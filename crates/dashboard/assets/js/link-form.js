@@ -2,7 +2,7 @@
 // changed (edit) is sent, and the API's errors appear beside the fields they name.
 
 import { api } from "./api.js";
-import { alert, clearErrors, field, h, heading, showErrors, toast } from "./dom.js";
+import { clearErrors, errorAlert, field, h, heading, showErrors, toast } from "./dom.js";
 
 /** The page: a new link, or the one with this code. */
 export async function linkFormPage(code) {
@@ -11,7 +11,7 @@ export async function linkFormPage(code) {
     try {
       link = await api("GET", `/links/${encodeURIComponent(code)}`);
     } catch (error) {
-      return h("section", {}, heading("Edit link"), alert("error", error.message), h("a", { href: "#/links" }, "Back to the links"));
+      return h("section", {}, heading("Edit link"), errorAlert(error), h("a", { href: "#/links" }, "Back to the links"));
     }
   }
   const v = (name) => link?.[name] ?? "";

@@ -2,7 +2,7 @@
 // toggle, "Load more", copy, QR, delete.
 
 import { api } from "./api.js";
-import { alert, confirmDialog, copy, count, field, h, heading, loading, toast, when } from "./dom.js";
+import { confirmDialog, copy, count, errorAlert, field, h, heading, loading, toast, when } from "./dom.js";
 
 const PAGE = 20;
 
@@ -43,8 +43,7 @@ export function linksPage() {
       if (mine !== generation) return;
       const filtered = query.search || query.tag || query.archived;
       table.hidden = body.childElementCount === 0;
-      status.replaceChildren(alert("error", error.message,
-        ...(error.details ?? []).map((d) => `${d.field}: ${d.message}`),
+      status.replaceChildren(errorAlert(error,
         ...(error.status === 400 && filtered ? ["Searching, tags and archived links need a server with link options."] : [])));
     } finally {
       more.disabled = false;

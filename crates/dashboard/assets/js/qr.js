@@ -2,7 +2,7 @@
 // correction, and a download of exactly what is shown.
 
 import { apiBlob } from "./api.js";
-import { alert, download, field, h } from "./dom.js";
+import { download, errorAlert, field, h } from "./dom.js";
 
 /** Opens the dialog for a link. */
 export function openQr(link) {
@@ -37,7 +37,7 @@ export function openQr(link) {
       downloadButton.disabled = false;
     } catch (error) {
       current = null;
-      preview.replaceChildren(alert("error", error.message, ...error.details.map((d) => `${d.field}: ${d.message}`)));
+      preview.replaceChildren(errorAlert(error));
     }
   }
   form.addEventListener("input", () => { clearTimeout(timer); timer = setTimeout(refresh, 250); });

@@ -2,7 +2,7 @@
 // and each endpoint's deliveries with their state, filterable and paged.
 
 import { api } from "./api.js";
-import { alert, clearErrors, confirmDialog, copy, field, h, heading, loading, showErrors, toast, when } from "./dom.js";
+import { clearErrors, confirmDialog, copy, errorAlert, field, h, heading, loading, showErrors, toast, when } from "./dom.js";
 
 const EVENTS = ["link.created", "link.clicked", "link.updated", "link.deleted"];
 
@@ -27,7 +27,7 @@ export function webhooksPage() {
         ? h("div", { class: "empty panel" }, h("p", {}, "No endpoints yet. Add one below to receive signed events."))
         : hookTable(items, load));
     } catch (error) {
-      list.replaceChildren(alert("error", error.message));
+      list.replaceChildren(errorAlert(error));
     }
   }
 
@@ -97,7 +97,7 @@ export async function deliveriesPage(id) {
   try {
     hook = await api("GET", `/webhooks/${encodeURIComponent(id)}`);
   } catch (error) {
-    return h("section", {}, heading("Deliveries"), alert("error", error.message), h("a", { href: "#/webhooks" }, "Back to the webhooks"));
+    return h("section", {}, heading("Deliveries"), errorAlert(error), h("a", { href: "#/webhooks" }, "Back to the webhooks"));
   }
   const filter = h("form", { class: "panel row", "aria-label": "Filter deliveries" },
     field({ label: "State", name: "state", control: "select", options: [["", "Any"], ["pending", "Pending"], ["delivered", "Delivered"], ["failed", "Failed"]] }),
@@ -126,7 +126,7 @@ export async function deliveriesPage(id) {
       status.replaceChildren(body.childElementCount ? ""
         : h("div", { class: "empty panel" }, state ? `No deliveries with state ${state}.` : "No deliveries yet."));
     } catch (error) {
-      status.replaceChildren(alert("error", error.message, ...error.details.map((d) => `${d.field}: ${d.message}`)));
+      status.replaceChildren(errorAlert(error));
     }
   }
   filter.addEventListener("submit", (e) => { e.preventDefault(); load(true); });
