@@ -413,6 +413,12 @@ def test_analytics_chart_and_breakdowns_follow_clicks(dashboard, tmp_path):
     dashboard.check_accessibility("analytics-with-data")
     dashboard.screenshots("analytics-with-data")
 
+    # Picking an entry filters everything by it; removing the filter brings the rest back.
+    page.get_by_role("button", name="Only desktop (Devices)").click()
+    expect(stat.locator("dd")).to_have_text("3")
+    page.get_by_role("button", name="Remove the filter device desktop").click()
+    expect(stat.locator("dd")).to_have_text("5")
+
     page.get_by_label("Interval").select_option("hour")
     page.get_by_label("Range").select_option("1")
     page.get_by_role("button", name="Show").click()

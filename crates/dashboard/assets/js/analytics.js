@@ -5,7 +5,9 @@ import { api, apiBlob } from "./api.js";
 import { alert, count, download, errorAlert, field, h, heading, loading } from "./dom.js";
 import { breakdown, timeSeriesChart } from "./chart.js";
 
-const BREAKDOWNS = [["countries", "Countries"], ["cities", "Cities"], ["devices", "Devices"], ["browsers", "Browsers"], ["os", "Operating systems"], ["referrers", "Referrers"]];
+/** [groupBy, title, the filter its keys go to]. */
+const BREAKDOWNS = [["countries", "Countries", "country"], ["cities", "Cities", "city"], ["devices", "Devices", "device"],
+  ["browsers", "Browsers", "browser"], ["os", "Operating systems", "os"], ["referrers", "Referrers", "referrer"]];
 const DAY = 86_400_000;
 
 export async function analyticsPage(code) {
@@ -31,6 +33,12 @@ export async function analyticsPage(code) {
     h("button", { type: "button", class: "export" }, "Export CSV"));
   const status = h("div", { "aria-live": "polite" });
   const content = h("div");
+  const filters = new Map(); // filter parameter → value, from picking a breakdown's entry
+  const chips = h("div", { class: "actions", role: "group", "aria-label": "Filters" });
+  const showFilters = () => chips.replaceChildren(...[...filters].map(([name, value]) =>
+    h("button", { type: "button", class: "tag", "aria-label": `Remove the filter ${name} ${value}`,
+      onclick: () => { filters.delete(name); showFilters(); load(); } }, `${name}: ${value} ✕`)));
+  const pick = (name) => name && ((key) => { filters.set(name, key); showFilters(); load(); });
 
   const period = () => {
     const f = form.elements;
@@ -41,7 +49,7 @@ export async function analyticsPage(code) {
     const now = Date.now();
     return { start: new Date(now - Number(f.range.value) * DAY).toISOString(), end: new Date(now + 60_000).toISOString() };
   };
-  const base = () => ({ linkId: link?.id, timezone, ...period() });
+  const base = () => ({ linkId: link?.id, timezone, ...period(), ...Object.fromEntries(filters) });
 
   async function load() {
     status.replaceChildren(loading("Loading analytics…"));
@@ -59,7 +67,7 @@ export async function analyticsPage(code) {
           h("div", { class: "stat" }, h("dt", {}, "Clicks"), h("dd", {}, count(total.clicks))),
           h("div", { class: "stat" }, h("dt", {}, "Unique visitors"), h("dd", {}, count(total.uniqueVisitors)))),
         h("section", { class: "panel" }, h("h2", {}, `Clicks per ${interval}`), timeSeriesChart(series, interval)),
-        h("div", { class: "breakdowns" }, breakdowns.map(([, title], i) => breakdown(title, groups[i]))));
+        h("div", { class: "breakdowns" }, breakdowns.map(([, title, filter], i) => breakdown(title, groups[i], pick(filter)))));
     } catch (error) {
       content.replaceChildren();
       status.replaceChildren(errorAlert(error,
@@ -86,5 +94,5 @@ export async function analyticsPage(code) {
 
   return h("section", {}, heading(link ? `Analytics of ${link.shortCode}` : "Analytics of the workspace"),
     link ? h("p", { class: "muted destination" }, `${link.shortUrl} → ${link.destination}`) : null,
-    form, status, content);
+    form, chips, status, content);
 }

@@ -49,15 +49,19 @@ function niceCeiling(n) {
   return [1, 2, 5, 10].map((m) => m * power).find((v) => v >= n);
 }
 
-/** A ranked list with a bar for each entry's share. */
-export function breakdown(title, entries) {
+/** A ranked list with a bar for each entry's share. With `pick`, each known entry is a button
+ * that calls it with the entry's key (to filter by it). */
+export function breakdown(title, entries, pick) {
   const max = Math.max(1, ...entries.map((e) => e.clicks));
   return h("section", { class: "panel breakdown", "aria-label": title }, h("h2", {}, title),
     entries.length === 0 ? h("p", { class: "muted" }, "No clicks in this period.")
       : h("ol", {}, entries.map((e) => {
         const bar = h("span");
         bar.style.width = `${(100 * e.clicks) / max}%`;
-        return h("li", {}, h("span", {}, e.key ?? "Unknown"), h("span", { class: "num" }, `${e.clicks.toLocaleString()} clicks`),
+        const name = pick && e.key !== null
+          ? h("button", { type: "button", class: "link-button", "aria-label": `Only ${e.key} (${title})`, onclick: () => pick(e.key) }, e.key)
+          : h("span", {}, e.key ?? "Unknown");
+        return h("li", {}, name, h("span", { class: "num" }, `${e.clicks.toLocaleString()} clicks`),
           h("div", { class: "bar", "aria-hidden": "true" }, bar));
       })));
 }
