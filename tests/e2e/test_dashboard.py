@@ -349,7 +349,11 @@ def test_the_chart_and_the_csv_reader_on_known_input(dashboard):
       const points = [0, 3, 1, 7].map((clicks, i) => ({ start: `2026-11-0${i + 1}T00:00:00Z`, clicks, uniqueVisitors: clicks }));
       const chart = timeSeriesChart(points, 'day');
       const bars = breakdown('Countries', [{ key: 'GB', clicks: 4 }, { key: null, clicks: 2 }]);
-      document.querySelector('main').append(chart, bars);
+      const picked = [];
+      const pickable = breakdown('Devices', [{ key: 'desktop', clicks: 3 }, { key: null, clicks: 1 }], (key) => picked.push(key));
+      document.querySelector('main').append(chart, bars, pickable);
+      const buttons = pickable.querySelectorAll('button');
+      buttons[0].click();
       const rows = parseCsv('\\ufeffdestination,customSlug\\r\\n"https://e.com/?a=1,2","x""y"\\n\\nhttps://e.com/b,\\n');
       return {
         line: chart.querySelector('polyline').getAttribute('points').split(' ').length,
@@ -359,6 +363,8 @@ def test_the_chart_and_the_csv_reader_on_known_input(dashboard):
         back: csvLine(['a,b', 'say "hi"', 'plain']),
         widths: [...bars.querySelectorAll('.bar span')].map((s) => s.style.width),
         keys: [...bars.querySelectorAll('li > span:first-child')].map((s) => s.textContent),
+        buttons: [...buttons].map((b) => b.getAttribute('aria-label')),
+        picked,
       };
     }""")
     assert result["line"] == 4 and result["dots"] == 4
@@ -371,6 +377,7 @@ def test_the_chart_and_the_csv_reader_on_known_input(dashboard):
     assert result["back"] == '"a,b","say ""hi""",plain\r\n'
     assert result["widths"] == ["100%", "50%"]
     assert result["keys"] == ["GB", "Unknown"]
+    assert result["buttons"] == ["Only desktop (Devices)"] and result["picked"] == ["desktop"]
     dashboard.check_accessibility("chart")
 
 
