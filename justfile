@@ -26,6 +26,12 @@ bench:
     ./target/release/shortlink-bench
     cargo bench -p shortlink-qr -- --warm-up-time 1 --measurement-time 3
 
+# The dashboard in Chromium (Playwright and axe-core, as CI installs them): just e2e -k webhook
+e2e *ARGS:
+    cargo build -p shortlink-server
+    cd tests/e2e && npm ci --no-audit --no-fund --loglevel=error
+    SHORTLINK_BIN=target/debug/shortlink target/ci-venv/bin/pytest tests/e2e -q {{ARGS}}
+
 # What CI runs
 ci:
     bash .ci/run

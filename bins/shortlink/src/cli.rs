@@ -5,6 +5,7 @@
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use shortlink_domain::{ApiKeyId, BaseUrl, DEFAULT_RATE_LIMIT};
+use shortlink_http::routes::dashboard::RootRedirect;
 use shortlink_server::{Application, Config, admin};
 use shortlink_storage::{PoolOptions, Store};
 use shortlink_webhooks::RetrySchedule;
@@ -77,6 +78,9 @@ struct ServeArgs {
     #[arg(long, env = "SHORTLINK_CLICK_FOLD_SECONDS", default_value_t = shortlink_storage::CLICK_FOLD_INTERVAL.as_secs(), global = true,
           value_parser = clap::value_parser!(u64).range(1..=3600))]
     click_fold_seconds: u64,
+    /// Send visitors of `/` to this URL instead of serving the dashboard there.
+    #[arg(long, env = "SHORTLINK_ROOT_REDIRECT", value_parser = parse_root_redirect, global = true)]
+    root_redirect: Option<RootRedirect>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -115,6 +119,10 @@ enum KeyCommand {
         /// The key's id.
         key_id: String,
     },
+}
+
+fn parse_root_redirect(s: &str) -> Result<RootRedirect, String> {
+    RootRedirect::parse(s).map_err(|e| e.to_string())
 }
 
 fn parse_base_url(s: &str) -> Result<BaseUrl, String> {
@@ -191,6 +199,7 @@ async fn serve(database_url: String, args: ServeArgs) -> anyhow::Result<()> {
         auth_failures_per_minute: args.auth_failures_per_minute,
         redirect_index_mib: args.redirect_index_mib,
         click_fold_interval: std::time::Duration::from_secs(args.click_fold_seconds),
+        root_redirect: args.root_redirect,
         ..Config::new(database_url)
     };
     let app = Application::build(config).await?;

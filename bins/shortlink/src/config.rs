@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use shortlink_domain::BaseUrl;
+use shortlink_http::routes::dashboard::RootRedirect;
 use shortlink_storage::{PoolOptions, ServerOptions};
 use shortlink_webhooks::RetrySchedule;
 
@@ -36,6 +37,8 @@ pub struct Config {
     pub workers: Option<usize>,
     /// Whether to create the `default` workspace and print its key when there is no workspace.
     pub first_run_banner: bool,
+    /// Where `/` sends visitors instead of serving the dashboard.
+    pub root_redirect: Option<RootRedirect>,
 }
 
 impl Config {
@@ -55,6 +58,7 @@ impl Config {
             click_fold_interval: server.click_fold_interval,
             workers: None,
             first_run_banner: true,
+            root_redirect: None,
         }
     }
 }

@@ -77,6 +77,7 @@ impl Application {
         let settings = HttpSettings {
             webhook_allow_private_targets: config.webhook_allow_private_targets,
             auth_failures_per_minute: config.auth_failures_per_minute,
+            root_redirect: config.root_redirect.clone(),
         };
         let state = Data::new(AppState::new(service.clone(), settings));
         let mut server = HttpServer::new(move || {

@@ -34,6 +34,7 @@ pub fn configure(cfg: &mut web::ServiceConfig, state: Data<AppState>) {
         .app_data(web::PathConfig::default().error_handler(|e, _| ApiError::invalid(e).into()))
         .configure(routes::health::configure)
         .configure(openapi::configure_page)
+        .configure(routes::dashboard::configure)
         .service(
             web::scope("/api/v1")
                 .configure(openapi::configure_document)

@@ -16,6 +16,8 @@ pub struct HttpSettings {
     pub webhook_allow_private_targets: bool,
     /// Failed authentications allowed per client address per minute.
     pub auth_failures_per_minute: u32,
+    /// Where `/` sends visitors instead of serving the dashboard (`--root-redirect`).
+    pub root_redirect: Option<crate::routes::dashboard::RootRedirect>,
 }
 
 /// The state behind every route, built once by the server and shared by all workers.

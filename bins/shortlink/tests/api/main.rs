@@ -3,6 +3,7 @@
 
 mod auth;
 mod bulk;
+mod dashboard;
 mod errors;
 mod health;
 mod helpers;

@@ -2,6 +2,7 @@
 //! spoken to over HTTP, stopped with real signals, delivering webhooks to a real receiver.
 
 mod cli;
+mod dashboard;
 mod first_run;
 mod helpers;
 mod shutdown;

@@ -140,7 +140,7 @@ fn wants_json(req: &HttpRequest) -> bool {
         })
 }
 
-fn matches_etag(req: &HttpRequest, tag: &str) -> bool {
+pub(crate) fn matches_etag(req: &HttpRequest, tag: &str) -> bool {
     req.headers()
         .get(header::IF_NONE_MATCH)
         .and_then(|v| v.to_str().ok())

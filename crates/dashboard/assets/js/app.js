@@ -1,0 +1,97 @@
+// The dashboard's entry: sign-in, and a hash router (#/links, #/links/new, #/links/CODE/edit,
+// #/links/CODE/analytics, #/analytics, #/import, #/webhooks, #/webhooks/ID) that renders one page
+// into <main>.
+
+import { api, session, whenUnauthorized } from "./api.js";
+import { alert, field, h, heading, showErrors } from "./dom.js";
+import { linksPage } from "./links.js";
+
+const main = document.getElementById("main");
+const nav = document.getElementById("nav");
+
+/** [pattern, loader]: pages other than the landing one load on first visit. */
+const routes = [
+  [/^#\/links\/new$/, async () => (await import("./link-form.js")).linkFormPage()],
+  [/^#\/links\/([^/]+)\/edit$/, async (code) => (await import("./link-form.js")).linkFormPage(code)],
+  [/^#\/links\/([^/]+)\/analytics$/, async (code) => (await import("./analytics.js")).analyticsPage(code)],
+  [/^#\/analytics$/, async () => (await import("./analytics.js")).analyticsPage()],
+  [/^#\/import$/, async () => (await import("./import.js")).importPage()],
+  [/^#\/webhooks$/, async () => (await import("./webhooks.js")).webhooksPage()],
+  [/^#\/webhooks\/([^/]+)$/, async (id) => (await import("./webhooks.js")).deliveriesPage(id)],
+  [/^#\/links$/, linksPage],
+];
+
+let signInNotice = null;
+/** While a key is being tried, a 401 is the sign-in form's to explain. */
+let signingIn = false;
+
+async function render() {
+  if (!session.key()) return renderSignIn();
+  nav.hidden = false;
+  const hash = location.hash || "#/links";
+  for (const a of nav.querySelectorAll("a")) {
+    const current = hash === a.hash || hash.startsWith(`${a.hash}/`);
+    if (current) a.setAttribute("aria-current", "page");
+    else a.removeAttribute("aria-current");
+  }
+  const route = routes.find(([pattern]) => pattern.test(hash));
+  const page = route ? await route[1](...hash.match(route[0]).slice(1).map(decodeURIComponent)) : notFound();
+  main.replaceChildren(page);
+  const title = page.querySelector("h1");
+  document.title = title ? `${title.textContent} · shortlink` : "shortlink";
+  (title ?? main).focus();
+}
+
+function notFound() {
+  return h("section", {}, heading("Page not found"),
+    h("p", {}, "There is no such page. ", h("a", { href: "#/links" }, "Go to your links"), "."));
+}
+
+function renderSignIn() {
+  nav.hidden = true;
+  document.title = "Sign in · shortlink";
+  const form = h("form", { class: "panel", novalidate: true },
+    h("div", { class: "form-error", tabindex: "-1" }, signInNotice),
+    field({ label: "API key", name: "key", type: "password", autocomplete: "off", required: true,
+      hint: ["The key from the first-run banner, or from ", h("code", {}, "shortlink key create --workspace NAME"),
+        ". It stays in this tab only and is forgotten when you close it."] }),
+    h("button", { type: "submit", class: "primary" }, "Sign in"));
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const key = form.elements.key.value.trim();
+    if (!key) return showErrors(form, { message: "Enter your API key.", details: [{ field: "key", message: "An API key is required." }] });
+    session.signIn(key);
+    signingIn = true;
+    try {
+      await api("GET", "/links", { query: { limit: 1 } });
+      signInNotice = null;
+      if (!location.hash || location.hash === "#/signin") location.hash = "#/links";
+      else render();
+    } catch (error) {
+      session.signOut();
+      showErrors(form, error.status === 401
+        ? { message: "This key was not accepted.", details: [{ field: "key", message: "Unknown or revoked key." }] }
+        : error);
+    } finally {
+      signingIn = false;
+    }
+  });
+  main.replaceChildren(h("section", { class: "signin" }, heading("Sign in"), form));
+  form.elements.key.focus();
+}
+
+whenUnauthorized(() => {
+  if (signingIn) return;
+  session.signOut();
+  signInNotice = alert("error", "Your key is no longer accepted; sign in again.");
+  render();
+});
+
+document.getElementById("sign-out").addEventListener("click", () => {
+  session.signOut();
+  signInNotice = alert("info", "You are signed out.");
+  render();
+});
+
+addEventListener("hashchange", render);
+render();
