@@ -9,6 +9,8 @@ use shortlink_server::{Application, Config, admin};
 use shortlink_storage::{PoolOptions, Store};
 use shortlink_webhooks::RetrySchedule;
 
+use crate::logging::LogFormat;
+
 #[derive(Debug, Parser)]
 #[command(name = "shortlink", version, about = "A link-shortening service")]
 pub struct Cli {
@@ -20,6 +22,10 @@ pub struct Cli {
         global = true
     )]
     database_url: String,
+
+    /// How log lines are written.
+    #[arg(long, env = "SHORTLINK_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text, global = true)]
+    log_format: LogFormat,
 
     /// Flags of `serve`; accepted before or after any subcommand.
     #[command(flatten)]
@@ -77,6 +83,10 @@ struct ServeArgs {
     #[arg(long, env = "SHORTLINK_CLICK_FOLD_SECONDS", default_value_t = shortlink_storage::CLICK_FOLD_INTERVAL.as_secs(), global = true,
           value_parser = clap::value_parser!(u64).range(1..=3600))]
     click_fold_seconds: u64,
+    /// Log every redirect (and every other request outside the API) at `info`; otherwise at
+    /// `debug`, shown only with `RUST_LOG=debug`.
+    #[arg(long, env = "SHORTLINK_LOG_REDIRECTS", global = true)]
+    log_redirects: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -119,6 +129,13 @@ enum KeyCommand {
 
 fn parse_base_url(s: &str) -> Result<BaseUrl, String> {
     BaseUrl::parse(s).map_err(|e| e.to_string())
+}
+
+impl Cli {
+    /// How log lines are written.
+    pub fn log_format(&self) -> LogFormat {
+        self.log_format
+    }
 }
 
 /// Runs the command the user asked for.
@@ -191,6 +208,7 @@ async fn serve(database_url: String, args: ServeArgs) -> anyhow::Result<()> {
         auth_failures_per_minute: args.auth_failures_per_minute,
         redirect_index_mib: args.redirect_index_mib,
         click_fold_interval: std::time::Duration::from_secs(args.click_fold_seconds),
+        log_redirects: args.log_redirects,
         ..Config::new(database_url)
     };
     let app = Application::build(config).await?;

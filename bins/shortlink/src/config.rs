@@ -36,6 +36,8 @@ pub struct Config {
     pub workers: Option<usize>,
     /// Whether to create the `default` workspace and print its key when there is no workspace.
     pub first_run_banner: bool,
+    /// Log redirects (and every other request outside the API) at `info` instead of `debug`.
+    pub log_redirects: bool,
 }
 
 impl Config {
@@ -53,6 +55,7 @@ impl Config {
             click_fold_interval: shortlink_storage::CLICK_FOLD_INTERVAL,
             workers: None,
             first_run_banner: true,
+            log_redirects: false,
         }
     }
 }

@@ -97,9 +97,13 @@ impl Application {
             clicks.clone(),
             wake.clone(),
         ));
+        let access_log = shortlink_http::middleware::AccessLog {
+            redirects_at_info: config.log_redirects,
+        };
         let mut server = HttpServer::new(move || {
             let state = state.clone();
             App::new()
+                .app_data(access_log)
                 .wrap(from_fn(shortlink_http::middleware::request_context))
                 .configure(|cfg| shortlink_http::configure(cfg, state))
         })

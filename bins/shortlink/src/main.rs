@@ -1,6 +1,7 @@
 //! `shortlink`: the server and its administration commands.
 
 mod cli;
+mod logging;
 
 use std::process::ExitCode;
 
@@ -8,15 +9,19 @@ use clap::Parser;
 
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();
-    init_tracing();
+    let logging = logging::Logging::init(cli.log_format());
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => {
+            logging.finish();
             eprintln!("error: could not start the runtime: {e}");
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(cli::run(cli)) {
+    let result = runtime.block_on(cli::run(cli));
+    // Every log line out before the last words, so they stay last.
+    logging.finish();
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             // One line, no backtrace: the whole chain of causes, joined.
@@ -24,16 +29,4 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
-}
-
-/// Logs to stderr, filtered by `RUST_LOG` (default `info`).
-fn init_tracing() {
-    use std::io::IsTerminal;
-    use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .init();
 }

@@ -1,5 +1,5 @@
 //! What wraps every request: a request id (echoed or made) on the response and on every log line
-//! of the request, and the `RateLimit-*` headers of authenticated requests.
+//! of the request, the access log line, and the `RateLimit-*` headers of authenticated requests.
 
 use std::time::Instant;
 
@@ -15,6 +15,19 @@ use crate::ratelimit::Decision;
 /// The request id header.
 pub const X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
+/// Where the API lives; every other path (redirects, QR codes' short links, `/healthz`) is
+/// logged at the level [`AccessLog::redirects_at_info`] chooses.
+const API_PREFIX: &str = "/api/";
+
+/// How the access log treats requests outside the API: the server puts one in the app data
+/// (`App::app_data`); without it, the default.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct AccessLog {
+    /// Log redirects and the other non-API requests at `info` (otherwise `debug`: a line per
+    /// redirect is the volume of the traffic itself).
+    pub redirects_at_info: bool,
+}
+
 /// A client's id is echoed when it is short and printable; otherwise a fresh one is made.
 fn request_id(req: &ServiceRequest) -> HeaderValue {
     req.headers()
@@ -29,12 +42,18 @@ fn request_id(req: &ServiceRequest) -> HeaderValue {
         })
 }
 
-/// Request id, log line, rate-limit headers.
+/// Request id, access log line, rate-limit headers. The request's span carries the id, method
+/// and path onto every line logged while it runs; the access line adds the matched route, the
+/// status and the latency. Headers are never logged (the `Authorization` header is a secret).
 pub async fn request_context(
     req: ServiceRequest,
     next: Next<impl MessageBody>,
 ) -> Result<ServiceResponse<impl MessageBody>, Error> {
     let id = request_id(&req);
+    let at_info = req.path().starts_with(API_PREFIX)
+        || req
+            .app_data::<AccessLog>()
+            .is_some_and(|a| a.redirects_at_info);
     let span = tracing::info_span!(
         "request",
         id = id.to_str().unwrap_or("-"),
@@ -56,6 +75,14 @@ pub async fn request_context(
     headers.insert(X_REQUEST_ID, id);
     let status = res.status().as_u16();
     let micros = started.elapsed().as_micros() as u64;
-    span.in_scope(|| tracing::info!(status, micros, "request handled"));
+    let route = res.request().match_pattern();
+    let route = route.as_deref().unwrap_or("-");
+    span.in_scope(|| {
+        if at_info {
+            tracing::info!(route, status, micros, "request handled");
+        } else {
+            tracing::debug!(route, status, micros, "request handled");
+        }
+    });
     Ok(res)
 }

@@ -4,5 +4,6 @@
 mod cli;
 mod first_run;
 mod helpers;
+mod logging;
 mod shutdown;
 mod webhooks;
