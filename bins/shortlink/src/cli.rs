@@ -87,6 +87,10 @@ struct ServeArgs {
     /// `debug`, shown only with `RUST_LOG=debug`.
     #[arg(long, env = "SHORTLINK_LOG_REDIRECTS", global = true)]
     log_redirects: bool,
+    /// Serve Prometheus metrics at `/metrics` on this address, a listener of its own (default:
+    /// no metrics).
+    #[arg(long, env = "SHORTLINK_METRICS_LISTEN", global = true)]
+    metrics_listen: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -209,6 +213,7 @@ async fn serve(database_url: String, args: ServeArgs) -> anyhow::Result<()> {
         redirect_index_mib: args.redirect_index_mib,
         click_fold_interval: std::time::Duration::from_secs(args.click_fold_seconds),
         log_redirects: args.log_redirects,
+        metrics_listen: args.metrics_listen,
         ..Config::new(database_url)
     };
     let app = Application::build(config).await?;

@@ -38,6 +38,8 @@ pub struct Config {
     pub first_run_banner: bool,
     /// Log redirects (and every other request outside the API) at `info` instead of `debug`.
     pub log_redirects: bool,
+    /// Where to serve Prometheus metrics at `/metrics`; `None`: no metrics are recorded.
+    pub metrics_listen: Option<String>,
 }
 
 impl Config {
@@ -56,6 +58,7 @@ impl Config {
             workers: None,
             first_run_banner: true,
             log_redirects: false,
+            metrics_listen: None,
         }
     }
 }

@@ -37,6 +37,7 @@ pub struct Application {
     worker: DeliveryWorker<Store>,
     wake: WakeHandle,
     first_run_key: Option<String>,
+    metrics_server: Option<Server>,
 }
 
 impl Application {
@@ -100,10 +101,17 @@ impl Application {
         let access_log = shortlink_http::middleware::AccessLog {
             redirects_at_info: config.log_redirects,
         };
+        let (metrics, metrics_server) = metrics_server(config.metrics_listen.as_deref())?;
         let mut server = HttpServer::new(move || {
             let state = state.clone();
+            let metrics = metrics.clone();
             App::new()
                 .app_data(access_log)
+                .configure(|cfg| {
+                    if let Some(metrics) = metrics {
+                        cfg.app_data(metrics);
+                    }
+                })
                 .wrap(from_fn(shortlink_http::middleware::request_context))
                 .configure(|cfg| shortlink_http::configure(cfg, state))
         })
@@ -122,6 +130,7 @@ impl Application {
             worker,
             wake,
             first_run_key,
+            metrics_server,
         })
     }
 
@@ -168,7 +177,15 @@ impl Application {
             })
         };
 
+        let metrics = self.metrics_server.map(|server| {
+            let handle = server.handle();
+            tokio::spawn(server);
+            handle
+        });
         let served = self.server.await;
+        if let Some(metrics) = metrics {
+            metrics.stop(true).await;
+        }
         tracing::info!("stopping: writing pending clicks and finishing webhook attempts");
         let _ = stop_tx.send(true);
         let all_written = clicks.await.unwrap_or(false);
@@ -189,6 +206,23 @@ impl Application {
         tracing::info!("stopped");
         Ok(())
     }
+}
+
+/// With an address, the metrics and their server on it (not yet serving).
+fn metrics_server(
+    listen: Option<&str>,
+) -> anyhow::Result<(
+    Option<Data<shortlink_http::metrics::Metrics>>,
+    Option<Server>,
+)> {
+    let Some(listen) = listen else {
+        return Ok((None, None));
+    };
+    let listener = TcpListener::bind(listen)
+        .with_context(|| format!("could not listen for metrics on {listen}"))?;
+    let metrics = Data::new(shortlink_http::metrics::Metrics::new());
+    let server = shortlink_http::metrics::serve(listener, metrics.clone())?;
+    Ok((Some(metrics), Some(server)))
 }
 
 /// On SQLite, every link's redirect target in memory (the server is its database's one writer).

@@ -7,6 +7,7 @@ pub mod create;
 pub mod envelope;
 pub mod error;
 pub mod extract;
+pub mod metrics;
 pub mod middleware;
 pub mod openapi;
 pub mod ratelimit;

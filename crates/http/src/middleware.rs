@@ -7,9 +7,11 @@ use actix_web::body::MessageBody;
 use actix_web::dev::{ServiceRequest, ServiceResponse};
 use actix_web::http::header::{HeaderName, HeaderValue};
 use actix_web::middleware::Next;
+use actix_web::web::Data;
 use actix_web::{Error, HttpMessage};
 use tracing::Instrument;
 
+use crate::metrics::{Metrics, REDIRECT_ROUTE, UNMATCHED_ROUTE};
 use crate::ratelimit::Decision;
 
 /// The request id header.
@@ -42,7 +44,8 @@ fn request_id(req: &ServiceRequest) -> HeaderValue {
         })
 }
 
-/// Request id, access log line, rate-limit headers. The request's span carries the id, method
+/// Request id, access log line, metrics (when the app data holds [`Metrics`]), rate-limit
+/// headers. The request's span carries the id, method
 /// and path onto every line logged while it runs; the access line adds the matched route, the
 /// status and the latency. Headers are never logged (the `Authorization` header is a secret).
 pub async fn request_context(
@@ -50,7 +53,8 @@ pub async fn request_context(
     next: Next<impl MessageBody>,
 ) -> Result<ServiceResponse<impl MessageBody>, Error> {
     let id = request_id(&req);
-    let at_info = req.path().starts_with(API_PREFIX)
+    let api = req.path().starts_with(API_PREFIX);
+    let at_info = api
         || req
             .app_data::<AccessLog>()
             .is_some_and(|a| a.redirects_at_info);
@@ -73,10 +77,19 @@ pub async fn request_context(
         headers.insert(HeaderName::from_static("ratelimit-reset"), d.reset.into());
     }
     headers.insert(X_REQUEST_ID, id);
+    let elapsed = started.elapsed();
+    let pattern = res.request().match_pattern();
+    let route = match (&pattern, api) {
+        (Some(pattern), _) => pattern.as_str(),
+        (None, true) => UNMATCHED_ROUTE,
+        // Every other path is the redirect's (the default service).
+        (None, false) => REDIRECT_ROUTE,
+    };
+    if let Some(metrics) = res.request().app_data::<Data<Metrics>>() {
+        metrics.record_request(route, res.status(), elapsed);
+    }
     let status = res.status().as_u16();
-    let micros = started.elapsed().as_micros() as u64;
-    let route = res.request().match_pattern();
-    let route = route.as_deref().unwrap_or("-");
+    let micros = elapsed.as_micros() as u64;
     span.in_scope(|| {
         if at_info {
             tracing::info!(route, status, micros, "request handled");

@@ -5,5 +5,6 @@ mod cli;
 mod first_run;
 mod helpers;
 mod logging;
+mod metrics;
 mod shutdown;
 mod webhooks;
