@@ -124,7 +124,8 @@ pub struct ClickReport {
 pub struct RedirectRuns {
     /// Baseline first, then shortlink with few, then (unless skipped) many links.
     pub redirect: Vec<RedirectFigure>,
-    /// One hot link, generator and servers sharing the CPUs: the baseline, then shortlink.
+    /// One hot link, generator and servers sharing the CPUs: the baseline, shortlink, and
+    /// shortlink recording metrics.
     pub hot_link: Vec<RedirectFigure>,
     /// shortlink driven with HEAD (`--diagnose`).
     pub diagnostics: Vec<RedirectFigure>,
@@ -146,6 +147,8 @@ pub struct Ratios {
     pub hot_link_vs_baseline: f64,
     /// The same runs' p99s.
     pub hot_link_p99_vs_baseline: f64,
+    /// shortlink on the hot link with metrics recorded ÷ without.
+    pub metrics_vs_without: f64,
 }
 
 /// One target of the performance issue.
@@ -170,7 +173,8 @@ pub struct Summary {
     pub load: LoadConfig,
     /// Baseline first, then shortlink with few, then (unless skipped) many links.
     pub redirect: Vec<RedirectFigure>,
-    /// One hot link, generator and servers sharing the CPUs: the baseline, then shortlink.
+    /// One hot link, generator and servers sharing the CPUs: the baseline, shortlink, and
+    /// shortlink recording metrics.
     pub hot_link: Vec<RedirectFigure>,
     /// With `--diagnose`: shortlink driven with HEAD, which takes the redirect's path without
     /// counting a click, so the difference to GET is what counting costs.
@@ -207,8 +211,8 @@ impl Summary {
             [base, small, ..] => (base, small),
             _ => anyhow::bail!("the summary needs the baseline and a shortlink run"),
         };
-        let (hot_base, hot) = match hot_link.as_slice() {
-            [base, hot] => (base, hot),
+        let (hot_base, hot, metered) = match hot_link.as_slice() {
+            [base, hot, metered] => (base, hot, metered),
             _ => anyhow::bail!("the summary needs the hot-link baseline and shortlink runs"),
         };
         let large = redirect.get(2);
@@ -221,6 +225,7 @@ impl Summary {
                 .map(|l| l.requests_per_second / base.requests_per_second),
             hot_link_vs_baseline: hot.requests_per_second / hot_base.requests_per_second,
             hot_link_p99_vs_baseline: hot.p99_micros / hot_base.p99_micros,
+            metrics_vs_without: metered.requests_per_second / hot.requests_per_second,
         };
         let mut targets = vec![
             Target {
@@ -246,6 +251,12 @@ impl Summary {
                 wanted: "<= 1.50".into(),
                 reached: format!("{:.2}", ratios.hot_link_p99_vs_baseline),
                 met: ratios.hot_link_p99_vs_baseline <= 1.5,
+            },
+            Target {
+                name: "hot link with metrics vs without".into(),
+                wanted: ">= 0.97".into(),
+                reached: format!("{:.2}", ratios.metrics_vs_without),
+                met: ratios.metrics_vs_without >= 0.97,
             },
         ];
         if let (Some(large), Some(ratio)) = (large, ratios.large_vs_small_throughput) {
@@ -375,6 +386,11 @@ impl Summary {
             out,
             "        hot link, shared CPUs: throughput {:.2} × baseline, p99 {:.2} × baseline",
             self.ratios.hot_link_vs_baseline, self.ratios.hot_link_p99_vs_baseline
+        );
+        let _ = writeln!(
+            out,
+            "        hot link with metrics: throughput {:.2} × without",
+            self.ratios.metrics_vs_without
         );
         let _ = writeln!(out, "\nclicks");
         for c in &self.clicks {

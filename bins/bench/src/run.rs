@@ -126,7 +126,11 @@ pub async fn run(options: &RunOptions) -> anyhow::Result<Summary> {
         .shortlink_redirect(1, Seeding::Api, Draw::HotLink)
         .await?;
     click_reports.push(hot.clicks);
-    let hot_link = vec![hot_baseline, hot.figure];
+    let metered = bench
+        .shortlink_redirect(1, Seeding::Api, Draw::HotLinkMetrics)
+        .await?;
+    click_reports.push(metered.clicks);
+    let hot_link = vec![hot_baseline, hot.figure, metered.figure];
     let sqlite = sqlite_url(&bench.scratch.path("create.db"));
     let mut created = bench.creation("sqlite", &sqlite).await?;
     if let Some(admin_url) = &options.postgres_url {
@@ -190,6 +194,8 @@ enum Draw {
     /// Every request for one code (a link gone viral), generator and server sharing every CPU,
     /// as a user's load test on one machine runs.
     HotLink,
+    /// [`Draw::HotLink`] with `--metrics-listen`: what recording the metrics costs.
+    HotLinkMetrics,
 }
 
 /// What one shortlink redirect run produced.
@@ -209,7 +215,7 @@ impl Bench<'_> {
                 BASELINE_CODES,
                 self.options.cpus.as_ref(),
             ),
-            Draw::HotLink => ("baseline, hot path (shared)", 1, None),
+            Draw::HotLink | Draw::HotLinkMetrics => ("baseline, hot path (shared)", 1, None),
         };
         eprintln!("{label}: bare actix-web 302");
         let addr = servers::free_loopback_addr()?;
@@ -252,6 +258,7 @@ impl Bench<'_> {
                 self.options.cpus.as_ref(),
             ),
             Draw::HotLink => ("shortlink, hot link (shared)".to_owned(), None),
+            Draw::HotLinkMetrics => ("shortlink, hot link, metrics".to_owned(), None),
         };
         eprintln!("{label}: preparing the database");
         let url = sqlite_url(&self.scratch.path(&format!("links-{links}-{draw:?}.db")));
@@ -269,8 +276,13 @@ impl Bench<'_> {
         };
 
         let addr = servers::free_loopback_addr()?;
-        let mut server =
-            self.start_shortlink(&url, addr, &format!("links-{links}-{draw:?}"), cpus)?;
+        let mut server = self.start_shortlink(
+            &url,
+            addr,
+            &format!("links-{links}-{draw:?}"),
+            cpus,
+            draw == Draw::HotLinkMetrics,
+        )?;
         server.wait_ready("/healthz").await?;
         let codes = match seeded {
             Some(codes) => codes,
@@ -332,6 +344,7 @@ impl Bench<'_> {
         addr: SocketAddr,
         log: &str,
         cpus: Option<&CpuPlan>,
+        metrics: bool,
     ) -> anyhow::Result<ServerProcess> {
         let mut command = Command::new(&self.bin);
         command
@@ -342,6 +355,11 @@ impl Bench<'_> {
             .arg(addr.to_string())
             .arg("--base-url")
             .arg(BASE_URL);
+        if metrics {
+            command
+                .arg("--metrics-listen")
+                .arg(servers::free_loopback_addr()?.to_string());
+        }
         let log = self.scratch.path(&format!("{log}.log"));
         ServerProcess::spawn("shortlink", command, addr, log, cpus)
     }
@@ -387,8 +405,13 @@ impl Bench<'_> {
         eprintln!("creation on {database}");
         let key = seed::workspace_and_key(&self.bin, database_url)?;
         let addr = servers::free_loopback_addr()?;
-        let mut server =
-            self.start_shortlink(database_url, addr, &format!("create-{database}"), None)?;
+        let mut server = self.start_shortlink(
+            database_url,
+            addr,
+            &format!("create-{database}"),
+            None,
+            false,
+        )?;
         server.wait_ready("/healthz").await?;
         let options = self.options;
         let mut figures = Vec::new();
