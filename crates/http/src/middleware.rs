@@ -17,8 +17,8 @@ use crate::ratelimit::Decision;
 /// The request id header.
 pub const X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
-/// Where the API lives; every other path (redirects, QR codes' short links, `/healthz`) is
-/// logged at the level [`AccessLog::redirects_at_info`] chooses.
+/// Where the API lives; every other path (redirects, `/healthz`) is logged at the level
+/// [`AccessLog::redirects_at_info`] chooses.
 const API_PREFIX: &str = "/api/";
 
 /// How the access log treats requests outside the API: the server puts one in the app data
@@ -45,9 +45,9 @@ fn request_id(req: &ServiceRequest) -> HeaderValue {
 }
 
 /// Request id, access log line, metrics (when the app data holds [`Metrics`]), rate-limit
-/// headers. The request's span carries the id, method
-/// and path onto every line logged while it runs; the access line adds the matched route, the
-/// status and the latency. Headers are never logged (the `Authorization` header is a secret).
+/// headers. The request's span carries the id, method and path onto every line logged while it
+/// runs; the access line adds the route label, the status and the latency. Headers are never
+/// logged (the `Authorization` header is a secret).
 pub async fn request_context(
     req: ServiceRequest,
     next: Next<impl MessageBody>,
