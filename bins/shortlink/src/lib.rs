@@ -75,9 +75,10 @@ impl Application {
             None
         };
 
+        let (metrics, metrics_server) = metrics_server(config.metrics_listen.as_deref())?;
         let clicks = Arc::new(ClickCounter::default());
         let wake = WakeHandle::new();
-        let worker = DeliveryWorker::new(
+        let mut worker = DeliveryWorker::new(
             store.clone(),
             WorkerConfig {
                 schedule: config.webhook_retry_schedule,
@@ -86,6 +87,9 @@ impl Application {
             },
         )?
         .with_wake_handle(wake.clone());
+        if let Some(metrics) = metrics.clone() {
+            worker = worker.with_observer(Arc::new(move |next| metrics.record_delivery(next)));
+        }
 
         let settings = HttpSettings {
             base_url: base_url.clone(),
@@ -101,7 +105,6 @@ impl Application {
         let access_log = shortlink_http::middleware::AccessLog {
             redirects_at_info: config.log_redirects,
         };
-        let (metrics, metrics_server) = metrics_server(config.metrics_listen.as_deref())?;
         let mut server = HttpServer::new(move || {
             let state = state.clone();
             let metrics = metrics.clone();

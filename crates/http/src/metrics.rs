@@ -20,6 +20,7 @@ use metrics::{Counter, Histogram, Key, Label, Level, Metadata, Recorder, Unit};
 use metrics_exporter_prometheus::{
     Matcher, PrometheusBuilder, PrometheusHandle, PrometheusRecorder,
 };
+use shortlink_domain::NextStep;
 
 /// Requests answered, by route and status.
 pub const REQUESTS: &str = "shortlink_http_requests_total";
@@ -29,6 +30,10 @@ pub const REQUEST_SECONDS: &str = "shortlink_http_request_duration_seconds";
 pub const REDIRECTS: &str = "shortlink_redirects_total";
 /// Requests refused with 429, by route.
 pub const RATE_LIMITED: &str = "shortlink_rate_limited_requests_total";
+
+/// Webhook attempts, by outcome: `delivered`, `retry` (failed, tried again later) or `failed`
+/// (failed, the last of the schedule).
+pub const WEBHOOK_DELIVERIES: &str = "shortlink_webhook_deliveries_total";
 
 /// The route label of a short link (actix-web's default service serves them).
 pub const REDIRECT_ROUTE: &str = "redirect";
@@ -63,6 +68,8 @@ pub struct Metrics {
     handle: PrometheusHandle,
     redirect: RouteSeries,
     redirects: Counter,
+    /// Delivered, retry, failed.
+    deliveries: [Counter; 3],
 }
 
 impl Default for Metrics {
@@ -81,6 +88,10 @@ impl Metrics {
         describe(&recorder);
         let handle = recorder.handle();
         let redirects = recorder.register_counter(&Key::from_static_name(REDIRECTS), &METADATA);
+        let deliveries = ["delivered", "retry", "failed"].map(|outcome| {
+            let key = Key::from_parts(WEBHOOK_DELIVERIES, vec![Label::new("outcome", outcome)]);
+            recorder.register_counter(&key, &METADATA)
+        });
         let mut metrics = Self {
             redirect: RouteSeries {
                 by_status: HashMap::new(),
@@ -92,6 +103,7 @@ impl Metrics {
             recorder,
             handle,
             redirects,
+            deliveries,
         };
         for &status in REDIRECT_STATUSES {
             let counter = metrics.requests(REDIRECT_ROUTE, status);
@@ -140,6 +152,16 @@ impl Metrics {
         }
     }
 
+    /// Records one webhook attempt by what comes next.
+    pub fn record_delivery(&self, next: &NextStep) {
+        let index = match next {
+            NextStep::Delivered => 0,
+            NextStep::RetryAt(_) => 1,
+            NextStep::Failed => 2,
+        };
+        self.deliveries[index].increment(1);
+    }
+
     /// Every series, in the Prometheus text format.
     pub fn render(&self) -> String {
         self.handle.render()
@@ -166,6 +188,11 @@ fn describe(recorder: &PrometheusRecorder) {
         RATE_LIMITED.into(),
         None,
         "Requests refused with 429, by route.".into(),
+    );
+    recorder.describe_counter(
+        WEBHOOK_DELIVERIES.into(),
+        None,
+        "Webhook attempts, by outcome (delivered, retry, failed).".into(),
     );
 }
 

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use serde_json::json;
 use shortlink_storage::testing::TestDatabase;
 
-use crate::helpers::{Api, Server, client};
+use crate::helpers::{Api, Receiver, Reply, Server, client, eventually, webhook_args};
 
 /// One scrape: every sample by its series, written `name{a="x",b="y"}` with labels sorted.
 struct Scrape(HashMap<String, f64>);
@@ -57,12 +57,16 @@ fn normalise(series: &str) -> String {
     }
 }
 
+/// An address that was free a moment ago, for `--metrics-listen`.
+fn metrics_addr() -> std::net::SocketAddr {
+    let probe = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a probe port");
+    probe.local_addr().expect("probe address")
+}
+
 #[tokio::test]
 async fn the_series_move_by_exactly_the_traffic_driven() {
     let db = TestDatabase::sqlite();
-    let probe = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a probe port");
-    let metrics_addr = probe.local_addr().expect("probe address");
-    drop(probe);
+    let metrics_addr = metrics_addr();
     let server = Server::start(
         &db.url,
         &[
@@ -172,4 +176,39 @@ async fn the_series_move_by_exactly_the_traffic_driven() {
         ),
         limited
     );
+}
+
+#[tokio::test]
+async fn webhook_attempts_are_counted_by_outcome() {
+    let db = TestDatabase::sqlite();
+    let metrics_addr = metrics_addr();
+    let mut args = webhook_args("1h");
+    args.extend(["--metrics-listen".into(), metrics_addr.to_string()]);
+    let server = Server::start(&db.url, &args).await;
+    let api = Api::new(&server, &server.first_run_key().await);
+    let healthy = Receiver::healthy();
+    let failing = Receiver::start(&[], Reply::Status(500));
+    api.create_webhook(&healthy.url, &["link.created"]).await;
+    api.create_webhook(&failing.url, &["link.created"]).await;
+    api.create_link("https://example.com/announced").await;
+
+    // One event, two endpoints: one attempt delivered, one failed and due again in an hour.
+    let scrape_url = format!("http://{metrics_addr}/metrics");
+    let deliveries = "shortlink_webhook_deliveries_total";
+    let scrape = eventually(
+        "both attempts counted",
+        std::time::Duration::from_secs(20),
+        async || {
+            let scrape = Scrape::take(&scrape_url).await;
+            let counted = scrape.value(deliveries, &[("outcome", "delivered")])
+                + scrape.value(deliveries, &[("outcome", "retry")]);
+            (counted >= 2.0).then_some(scrape)
+        },
+    )
+    .await;
+    assert_eq!(scrape.value(deliveries, &[("outcome", "delivered")]), 1.0);
+    assert_eq!(scrape.value(deliveries, &[("outcome", "retry")]), 1.0);
+    assert_eq!(scrape.value(deliveries, &[("outcome", "failed")]), 0.0);
+    assert_eq!(healthy.received().len(), 1);
+    assert_eq!(failing.received().len(), 1);
 }
