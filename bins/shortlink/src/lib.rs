@@ -75,8 +75,8 @@ impl Application {
             None
         };
 
-        let (metrics, metrics_server) = metrics_server(config.metrics_listen.as_deref())?;
         let clicks = Arc::new(ClickCounter::default());
+        let (metrics, metrics_server) = metrics_server(config.metrics_listen.as_deref(), &clicks)?;
         let wake = WakeHandle::new();
         let mut worker = DeliveryWorker::new(
             store.clone(),
@@ -211,9 +211,11 @@ impl Application {
     }
 }
 
-/// With an address, the metrics and their server on it (not yet serving).
+/// With an address, the metrics and their server on it (not yet serving); `clicks` reports its
+/// flushes to them and its pending clicks at scrape time.
 fn metrics_server(
     listen: Option<&str>,
+    clicks: &Arc<ClickCounter>,
 ) -> anyhow::Result<(
     Option<Data<shortlink_http::metrics::Metrics>>,
     Option<Server>,
@@ -224,7 +226,13 @@ fn metrics_server(
     let listener = TcpListener::bind(listen)
         .with_context(|| format!("could not listen for metrics on {listen}"))?;
     let metrics = Data::new(shortlink_http::metrics::Metrics::new());
-    let server = shortlink_http::metrics::serve(listener, metrics.clone())?;
+    let flushes = metrics.clone();
+    clicks.observe_flushes(Arc::new(move |n, took| flushes.record_flush(n, took)));
+    let pending = clicks.clone();
+    let gauges = Arc::new(move |m: &shortlink_http::metrics::Metrics| {
+        m.set_clicks_pending(pending.pending());
+    });
+    let server = shortlink_http::metrics::serve(listener, metrics.clone(), gauges)?;
     Ok((Some(metrics), Some(server)))
 }
 

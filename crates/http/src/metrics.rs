@@ -16,7 +16,7 @@ use actix_web::dev::Server;
 use actix_web::http::StatusCode;
 use actix_web::web::{self, Data};
 use actix_web::{App, HttpResponse, HttpServer};
-use metrics::{Counter, Histogram, Key, Label, Level, Metadata, Recorder, Unit};
+use metrics::{Counter, Gauge, Histogram, Key, Label, Level, Metadata, Recorder, Unit};
 use metrics_exporter_prometheus::{
     Matcher, PrometheusBuilder, PrometheusHandle, PrometheusRecorder,
 };
@@ -34,6 +34,13 @@ pub const RATE_LIMITED: &str = "shortlink_rate_limited_requests_total";
 /// Webhook attempts, by outcome: `delivered`, `retry` (failed, tried again later) or `failed`
 /// (failed, the last of the schedule).
 pub const WEBHOOK_DELIVERIES: &str = "shortlink_webhook_deliveries_total";
+
+/// Clicks counted and not yet written.
+pub const CLICKS_PENDING: &str = "shortlink_clicks_pending";
+/// Clicks written to the database.
+pub const CLICKS_FLUSHED: &str = "shortlink_clicks_flushed_total";
+/// Time one flush of clicks took (flushes that wrote some).
+pub const FLUSH_SECONDS: &str = "shortlink_clicks_flush_duration_seconds";
 
 /// The route label of a short link (actix-web's default service serves them).
 pub const REDIRECT_ROUTE: &str = "redirect";
@@ -70,6 +77,9 @@ pub struct Metrics {
     redirects: Counter,
     /// Delivered, retry, failed.
     deliveries: [Counter; 3],
+    clicks_pending: Gauge,
+    clicks_flushed: Counter,
+    flush_seconds: Histogram,
 }
 
 impl Default for Metrics {
@@ -83,6 +93,9 @@ impl Metrics {
     pub fn new() -> Self {
         let recorder = PrometheusBuilder::new()
             .set_buckets_for_metric(Matcher::Full(REQUEST_SECONDS.into()), LATENCY_BUCKETS)
+            .and_then(|b| {
+                b.set_buckets_for_metric(Matcher::Full(FLUSH_SECONDS.into()), LATENCY_BUCKETS)
+            })
             .expect("the latency buckets are not empty")
             .build_recorder();
         describe(&recorder);
@@ -92,6 +105,12 @@ impl Metrics {
             let key = Key::from_parts(WEBHOOK_DELIVERIES, vec![Label::new("outcome", outcome)]);
             recorder.register_counter(&key, &METADATA)
         });
+        let clicks_pending =
+            recorder.register_gauge(&Key::from_static_name(CLICKS_PENDING), &METADATA);
+        let clicks_flushed =
+            recorder.register_counter(&Key::from_static_name(CLICKS_FLUSHED), &METADATA);
+        let flush_seconds =
+            recorder.register_histogram(&Key::from_static_name(FLUSH_SECONDS), &METADATA);
         let mut metrics = Self {
             redirect: RouteSeries {
                 by_status: HashMap::new(),
@@ -104,6 +123,9 @@ impl Metrics {
             handle,
             redirects,
             deliveries,
+            clicks_pending,
+            clicks_flushed,
+            flush_seconds,
         };
         for &status in REDIRECT_STATUSES {
             let counter = metrics.requests(REDIRECT_ROUTE, status);
@@ -162,6 +184,17 @@ impl Metrics {
         self.deliveries[index].increment(1);
     }
 
+    /// Records one flush that wrote `clicks` in `took`.
+    pub fn record_flush(&self, clicks: u64, took: Duration) {
+        self.clicks_flushed.increment(clicks);
+        self.flush_seconds.record(took.as_secs_f64());
+    }
+
+    /// Sets the clicks counted and not yet written (read at scrape time).
+    pub fn set_clicks_pending(&self, clicks: u64) {
+        self.clicks_pending.set(clicks as f64);
+    }
+
     /// Every series, in the Prometheus text format.
     pub fn render(&self) -> String {
         self.handle.render()
@@ -194,12 +227,34 @@ fn describe(recorder: &PrometheusRecorder) {
         None,
         "Webhook attempts, by outcome (delivered, retry, failed).".into(),
     );
+    recorder.describe_gauge(
+        CLICKS_PENDING.into(),
+        None,
+        "Clicks counted and not yet written.".into(),
+    );
+    recorder.describe_counter(
+        CLICKS_FLUSHED.into(),
+        None,
+        "Clicks written to the database.".into(),
+    );
+    recorder.describe_histogram(
+        FLUSH_SECONDS.into(),
+        Some(Unit::Seconds),
+        "Time one flush of clicks took.".into(),
+    );
 }
 
+/// Sets the gauges read at scrape time, just before the metrics are rendered.
+pub type ScrapeGauges = std::sync::Arc<dyn Fn(&Metrics) + Send + Sync>;
+
 /// Serves `GET /metrics` on `listener` (one worker, no signal handling: the caller stops it
-/// with the main server), and folds unscraped histogram samples every few seconds so they do
-/// not pile up in memory.
-pub fn serve(listener: TcpListener, metrics: Data<Metrics>) -> std::io::Result<Server> {
+/// with the main server), running `gauges` before each render, and folds unscraped histogram
+/// samples every few seconds so they do not pile up in memory.
+pub fn serve(
+    listener: TcpListener,
+    metrics: Data<Metrics>,
+    gauges: ScrapeGauges,
+) -> std::io::Result<Server> {
     // Ends with the servers: they hold the only strong references.
     let upkeep = std::sync::Arc::downgrade(&metrics.clone().into_inner());
     tokio::spawn(async move {
@@ -215,6 +270,7 @@ pub fn serve(listener: TcpListener, metrics: Data<Metrics>) -> std::io::Result<S
     Ok(HttpServer::new(move || {
         App::new()
             .app_data(metrics.clone())
+            .app_data(Data::new(gauges.clone()))
             .route("/metrics", web::get().to(scrape))
     })
     .workers(1)
@@ -223,7 +279,8 @@ pub fn serve(listener: TcpListener, metrics: Data<Metrics>) -> std::io::Result<S
     .run())
 }
 
-async fn scrape(metrics: Data<Metrics>) -> HttpResponse {
+async fn scrape(metrics: Data<Metrics>, gauges: Data<ScrapeGauges>) -> HttpResponse {
+    gauges.as_ref()(&metrics);
     HttpResponse::Ok()
         .content_type("text/plain; version=0.0.4; charset=utf-8")
         .body(metrics.render())

@@ -212,3 +212,42 @@ async fn webhook_attempts_are_counted_by_outcome() {
     assert_eq!(healthy.received().len(), 1);
     assert_eq!(failing.received().len(), 1);
 }
+
+#[tokio::test]
+async fn clicks_go_from_pending_to_flushed() {
+    let db = TestDatabase::sqlite();
+    let metrics_addr = metrics_addr();
+    let server = Server::start(
+        &db.url,
+        &["--metrics-listen".into(), metrics_addr.to_string()],
+    )
+    .await;
+    let api = Api::new(&server, &server.first_run_key().await);
+    let code = api.create_link("https://example.com/clicked").await["shortCode"]
+        .as_str()
+        .expect("a shortCode")
+        .to_owned();
+    let scrape_url = format!("http://{metrics_addr}/metrics");
+    let before = Scrape::take(&scrape_url).await;
+    for _ in 0..7 {
+        assert_eq!(api.visit(&code, None, None).await.status(), 302);
+    }
+
+    let flushed = "shortlink_clicks_flushed_total";
+    let after = eventually(
+        "the 7 clicks flushed",
+        std::time::Duration::from_secs(20),
+        async || {
+            let scrape = Scrape::take(&scrape_url).await;
+            (scrape.value(flushed, &[]) - before.value(flushed, &[]) >= 7.0).then_some(scrape)
+        },
+    )
+    .await;
+    assert_eq!(after.value(flushed, &[]) - before.value(flushed, &[]), 7.0);
+    assert_eq!(after.value("shortlink_clicks_pending", &[]), 0.0);
+    let flushes = "shortlink_clicks_flush_duration_seconds_count";
+    assert!(
+        after.value(flushes, &[]) > before.value(flushes, &[]),
+        "a flush was timed"
+    );
+}
