@@ -19,7 +19,9 @@ use crate::cpus::CpuPlan;
 use crate::create::{self, CreationFigure, Mode};
 use crate::load::{self, LoadResult, LoadSettings};
 use crate::postgres::TempDatabase;
-use crate::report::{ClickReport, LoadConfig, Machine, RedirectFigure, SeedFigure, Summary};
+use crate::report::{
+    ClickReport, LoadConfig, Machine, RedirectFigure, RedirectRuns, SeedFigure, Summary,
+};
 use crate::servers::{self, ServerProcess};
 use crate::{procfs, seed};
 
@@ -98,14 +100,16 @@ pub async fn run(options: &RunOptions) -> anyhow::Result<Summary> {
     };
     let load_average_at_start = procfs::load_average();
 
-    let mut redirect = vec![bench.baseline().await?];
+    let mut redirect = vec![bench.baseline(Draw::ManyLinks).await?];
     let (mut diagnostics, mut click_reports, mut seeding) = (Vec::new(), Vec::new(), Vec::new());
     let runs = [
         Some((options.links, Seeding::Api)),
         options.large_links.map(|links| (links, Seeding::Store)),
     ];
     for (links, seeding_via) in runs.into_iter().flatten() {
-        let run = bench.shortlink_redirect(links, seeding_via).await?;
+        let run = bench
+            .shortlink_redirect(links, seeding_via, Draw::ManyLinks)
+            .await?;
         redirect.push(run.figure);
         diagnostics.extend(run.head);
         click_reports.push(run.clicks);
@@ -116,6 +120,17 @@ pub async fn run(options: &RunOptions) -> anyhow::Result<Summary> {
         plan.leave_generator()
             .context("could not give the load generator every CPU again")?;
     }
+    // From here on the generator and the servers share every CPU.
+    let hot_baseline = bench.baseline(Draw::HotLink).await?;
+    let hot = bench
+        .shortlink_redirect(1, Seeding::Api, Draw::HotLink)
+        .await?;
+    click_reports.push(hot.clicks);
+    let metered = bench
+        .shortlink_redirect(1, Seeding::Api, Draw::HotLinkMetrics)
+        .await?;
+    click_reports.push(metered.clicks);
+    let hot_link = vec![hot_baseline, hot.figure, metered.figure];
     let sqlite = sqlite_url(&bench.scratch.path("create.db"));
     let mut created = bench.creation("sqlite", &sqlite).await?;
     if let Some(admin_url) = &options.postgres_url {
@@ -146,8 +161,11 @@ pub async fn run(options: &RunOptions) -> anyhow::Result<Summary> {
             duration_seconds: options.load.duration.as_secs_f64(),
             zipf: options.load.zipf,
         },
-        redirect,
-        diagnostics,
+        RedirectRuns {
+            redirect,
+            hot_link,
+            diagnostics,
+        },
         click_reports,
         created,
         seeding,
@@ -167,6 +185,19 @@ enum Seeding {
     Store,
 }
 
+/// Which redirect load a run drives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Draw {
+    /// Codes drawn from many links (uniformly, or by Zipf), generator and server each on CPUs of
+    /// their own when there are two or more.
+    ManyLinks,
+    /// Every request for one code (a link gone viral), generator and server sharing every CPU,
+    /// as a user's load test on one machine runs.
+    HotLink,
+    /// [`Draw::HotLink`] with `--metrics-listen`: what recording the metrics costs.
+    HotLinkMetrics,
+}
+
 /// What one shortlink redirect run produced.
 struct ShortlinkRun {
     figure: RedirectFigure,
@@ -176,9 +207,17 @@ struct ShortlinkRun {
 }
 
 impl Bench<'_> {
-    /// The bare actix-web server under the same load, with random codes.
-    async fn baseline(&self) -> anyhow::Result<RedirectFigure> {
-        eprintln!("baseline: bare actix-web 302");
+    /// The bare actix-web server under the same load: random codes, or one for the hot link.
+    async fn baseline(&self, draw: Draw) -> anyhow::Result<RedirectFigure> {
+        let (label, codes, cpus) = match draw {
+            Draw::ManyLinks => (
+                "baseline (bare actix-web)",
+                BASELINE_CODES,
+                self.options.cpus.as_ref(),
+            ),
+            Draw::HotLink | Draw::HotLinkMetrics => ("baseline, hot path (shared)", 1, None),
+        };
+        eprintln!("{label}: bare actix-web 302");
         let addr = servers::free_loopback_addr()?;
         let mut command = Command::new(std::env::current_exe()?);
         command
@@ -186,11 +225,10 @@ impl Bench<'_> {
             .arg("--listen")
             .arg(addr.to_string());
         let log = self.scratch.path("baseline.log");
-        let mut server =
-            ServerProcess::spawn("baseline", command, addr, log, self.options.cpus.as_ref())?;
+        let mut server = ServerProcess::spawn("baseline", command, addr, log, cpus)?;
         server.wait_ready("/healthz").await?;
         let mut rng = rand::rng();
-        let paths: Vec<String> = (0..BASELINE_CODES)
+        let paths: Vec<String> = (0..codes)
             .map(|_| {
                 let code: String = (&mut rng)
                     .sample_iter(Alphanumeric)
@@ -200,7 +238,6 @@ impl Bench<'_> {
                 format!("/{code}")
             })
             .collect();
-        let label = "baseline (bare actix-web)";
         let (_, figure) = self
             .drive(&server, label, 0, Arc::new(paths), Method::GET)
             .await?;
@@ -213,10 +250,18 @@ impl Bench<'_> {
         &self,
         links: usize,
         seeding: Seeding,
+        draw: Draw,
     ) -> anyhow::Result<ShortlinkRun> {
-        let label = format!("shortlink, {links} links");
+        let (label, cpus) = match draw {
+            Draw::ManyLinks => (
+                format!("shortlink, {links} links"),
+                self.options.cpus.as_ref(),
+            ),
+            Draw::HotLink => ("shortlink, hot link (shared)".to_owned(), None),
+            Draw::HotLinkMetrics => ("shortlink, hot link, metrics".to_owned(), None),
+        };
         eprintln!("{label}: preparing the database");
-        let url = sqlite_url(&self.scratch.path(&format!("links-{links}.db")));
+        let url = sqlite_url(&self.scratch.path(&format!("links-{links}-{draw:?}.db")));
         let key = seed::workspace_and_key(&self.bin, &url)?;
         // Only the seeding itself is timed, not the server's start.
         let mut seed_time = Duration::ZERO;
@@ -234,8 +279,9 @@ impl Bench<'_> {
         let mut server = self.start_shortlink(
             &url,
             addr,
-            &format!("links-{links}"),
-            self.options.cpus.as_ref(),
+            &format!("links-{links}-{draw:?}"),
+            cpus,
+            draw == Draw::HotLinkMetrics,
         )?;
         server.wait_ready("/healthz").await?;
         let codes = match seeded {
@@ -298,6 +344,7 @@ impl Bench<'_> {
         addr: SocketAddr,
         log: &str,
         cpus: Option<&CpuPlan>,
+        metrics: bool,
     ) -> anyhow::Result<ServerProcess> {
         let mut command = Command::new(&self.bin);
         command
@@ -308,6 +355,11 @@ impl Bench<'_> {
             .arg(addr.to_string())
             .arg("--base-url")
             .arg(BASE_URL);
+        if metrics {
+            command
+                .arg("--metrics-listen")
+                .arg(servers::free_loopback_addr()?.to_string());
+        }
         let log = self.scratch.path(&format!("{log}.log"));
         ServerProcess::spawn("shortlink", command, addr, log, cpus)
     }
@@ -353,8 +405,13 @@ impl Bench<'_> {
         eprintln!("creation on {database}");
         let key = seed::workspace_and_key(&self.bin, database_url)?;
         let addr = servers::free_loopback_addr()?;
-        let mut server =
-            self.start_shortlink(database_url, addr, &format!("create-{database}"), None)?;
+        let mut server = self.start_shortlink(
+            database_url,
+            addr,
+            &format!("create-{database}"),
+            None,
+            false,
+        )?;
         server.wait_ready("/healthz").await?;
         let options = self.options;
         let mut figures = Vec::new();

@@ -72,8 +72,12 @@ impl ServerProcess {
     ) -> anyhow::Result<Self> {
         let stderr = File::create(&log)
             .with_context(|| format!("could not create the log file {}", log.display()))?;
+        // As a user runs it: default logging, whatever the environment of the bench says.
         command
-            .env("RUST_LOG", "warn")
+            .env_remove("RUST_LOG")
+            .env_remove("SHORTLINK_LOG_FORMAT")
+            .env_remove("SHORTLINK_LOG_REDIRECTS")
+            .env_remove("SHORTLINK_METRICS_LISTEN")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(stderr);

@@ -10,6 +10,8 @@ use shortlink_server::{Application, Config, admin};
 use shortlink_storage::{PoolOptions, Store};
 use shortlink_webhooks::RetrySchedule;
 
+use crate::logging::LogFormat;
+
 #[derive(Debug, Parser)]
 #[command(name = "shortlink", version, about = "A link-shortening service")]
 pub struct Cli {
@@ -21,6 +23,10 @@ pub struct Cli {
         global = true
     )]
     database_url: String,
+
+    /// How log lines are written.
+    #[arg(long, env = "SHORTLINK_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text, global = true)]
+    log_format: LogFormat,
 
     /// Flags of `serve`; accepted before or after any subcommand.
     #[command(flatten)]
@@ -81,6 +87,14 @@ struct ServeArgs {
     /// Send visitors of `/` to this URL instead of serving the dashboard there.
     #[arg(long, env = "SHORTLINK_ROOT_REDIRECT", value_parser = parse_root_redirect, global = true)]
     root_redirect: Option<RootRedirect>,
+    /// Log every redirect (and every other request outside the API) at `info`; otherwise at
+    /// `debug`, shown only with `RUST_LOG=debug`.
+    #[arg(long, env = "SHORTLINK_LOG_REDIRECTS", global = true)]
+    log_redirects: bool,
+    /// Serve Prometheus metrics at `/metrics` on this address, a listener of its own (default:
+    /// no metrics).
+    #[arg(long, env = "SHORTLINK_METRICS_LISTEN", global = true)]
+    metrics_listen: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -127,6 +141,13 @@ fn parse_root_redirect(s: &str) -> Result<RootRedirect, String> {
 
 fn parse_base_url(s: &str) -> Result<BaseUrl, String> {
     BaseUrl::parse(s).map_err(|e| e.to_string())
+}
+
+impl Cli {
+    /// How log lines are written.
+    pub fn log_format(&self) -> LogFormat {
+        self.log_format
+    }
 }
 
 /// Runs the command the user asked for.
@@ -200,6 +221,8 @@ async fn serve(database_url: String, args: ServeArgs) -> anyhow::Result<()> {
         redirect_index_mib: args.redirect_index_mib,
         click_fold_interval: std::time::Duration::from_secs(args.click_fold_seconds),
         root_redirect: args.root_redirect,
+        log_redirects: args.log_redirects,
+        metrics_listen: args.metrics_listen,
         ..Config::new(database_url)
     };
     let app = Application::build(config).await?;

@@ -39,6 +39,10 @@ pub struct Config {
     pub first_run_banner: bool,
     /// Where `/` sends visitors instead of serving the dashboard.
     pub root_redirect: Option<RootRedirect>,
+    /// Log redirects (and every other request outside the API) at `info` instead of `debug`.
+    pub log_redirects: bool,
+    /// Where to serve Prometheus metrics at `/metrics`; `None`: no metrics are recorded.
+    pub metrics_listen: Option<String>,
 }
 
 impl Config {
@@ -59,6 +63,8 @@ impl Config {
             workers: None,
             first_run_banner: true,
             root_redirect: None,
+            log_redirects: false,
+            metrics_listen: None,
         }
     }
 }

@@ -5,6 +5,7 @@ pub mod admin;
 mod config;
 
 use std::net::TcpListener;
+use std::sync::Arc;
 use std::time::Duration;
 
 use actix_web::dev::{Server, ServerHandle};
@@ -30,6 +31,7 @@ pub struct Application {
     server: Server,
     service: Service,
     first_run_key: Option<String>,
+    metrics_server: Option<Server>,
 }
 
 impl Application {
@@ -74,15 +76,26 @@ impl Application {
                 ..ServiceSettings::new(base_url.clone())
             },
         )?;
+        let (metrics, metrics_server) = metrics_server(config.metrics_listen.as_deref(), &service)?;
         let settings = HttpSettings {
             webhook_allow_private_targets: config.webhook_allow_private_targets,
             auth_failures_per_minute: config.auth_failures_per_minute,
             root_redirect: config.root_redirect.clone(),
         };
         let state = Data::new(AppState::new(service.clone(), settings));
+        let access_log = shortlink_http::middleware::AccessLog {
+            redirects_at_info: config.log_redirects,
+        };
         let mut server = HttpServer::new(move || {
             let state = state.clone();
+            let metrics = metrics.clone();
             App::new()
+                .app_data(access_log)
+                .configure(|cfg| {
+                    if let Some(metrics) = metrics {
+                        cfg.app_data(metrics);
+                    }
+                })
                 .wrap(from_fn(shortlink_http::middleware::request_context))
                 .configure(|cfg| shortlink_http::configure(cfg, state))
         })
@@ -98,6 +111,7 @@ impl Application {
             server,
             service,
             first_run_key,
+            metrics_server,
         })
     }
 
@@ -136,7 +150,15 @@ impl Application {
             })
         };
 
+        let metrics = self.metrics_server.map(|server| {
+            let handle = server.handle();
+            tokio::spawn(server);
+            handle
+        });
         let served = self.server.await;
+        if let Some(metrics) = metrics {
+            metrics.stop(true).await;
+        }
         tracing::info!("stopping: writing pending clicks and finishing webhook attempts");
         let _ = stop.send(());
         // Shut down whatever became of the background tasks: what they left pending is written
@@ -148,6 +170,33 @@ impl Application {
         tracing::info!("stopped");
         Ok(())
     }
+}
+
+/// With an address, the metrics and their server on it (not yet serving); the service reports
+/// its flushes and webhook attempts to them, and its pending clicks at scrape time.
+fn metrics_server(
+    listen: Option<&str>,
+    service: &Service,
+) -> anyhow::Result<(
+    Option<Data<shortlink_http::metrics::Metrics>>,
+    Option<Server>,
+)> {
+    let Some(listen) = listen else {
+        return Ok((None, None));
+    };
+    let listener = TcpListener::bind(listen)
+        .with_context(|| format!("could not listen for metrics on {listen}"))?;
+    let metrics = Data::new(shortlink_http::metrics::Metrics::new());
+    let flushes = metrics.clone();
+    service.observe_flushes(Arc::new(move |n, took| flushes.record_flush(n, took)));
+    let attempts = metrics.clone();
+    service.observe_deliveries(Arc::new(move |next| attempts.record_delivery(next)));
+    let pending = service.clone();
+    let gauges = Arc::new(move |m: &shortlink_http::metrics::Metrics| {
+        m.set_clicks_pending(pending.clicks_pending());
+    });
+    let server = shortlink_http::metrics::serve(listener, metrics.clone(), gauges)?;
+    Ok((Some(metrics), Some(server)))
 }
 
 /// When the database has no workspace at all, creates `default` with one key and prints the key

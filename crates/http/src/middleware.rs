@@ -1,6 +1,6 @@
 //! What wraps every request: a request id (echoed or made) on the response and on every log line
-//! of the request, the `RateLimit-*` headers of authenticated requests, and the refusal of heads
-//! over [`crate::head_limits`].
+//! of the request, the access log line, the `RateLimit-*` headers of authenticated requests, and
+//! the refusal of heads over [`crate::head_limits`].
 
 use std::time::Instant;
 
@@ -8,14 +8,29 @@ use actix_web::body::MessageBody;
 use actix_web::dev::{ServiceRequest, ServiceResponse};
 use actix_web::http::header::{HeaderName, HeaderValue};
 use actix_web::middleware::Next;
+use actix_web::web::Data;
 use actix_web::{Error, HttpMessage, ResponseError};
 use tracing::Instrument;
 
 use crate::head_limits;
+use crate::metrics::{Metrics, REDIRECT_ROUTE, UNMATCHED_ROUTE};
 use crate::ratelimit::Decision;
 
 /// The request id header.
 pub const X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+
+/// Where the API lives; every other path (redirects, `/healthz`) is logged at the level
+/// [`AccessLog::redirects_at_info`] chooses.
+const API_PREFIX: &str = "/api/";
+
+/// How the access log treats requests outside the API: the server puts one in the app data
+/// (`App::app_data`); without it, the default.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct AccessLog {
+    /// Log redirects and the other non-API requests at `info` (otherwise `debug`: a line per
+    /// redirect is the volume of the traffic itself).
+    pub redirects_at_info: bool,
+}
 
 /// A client's id is echoed when it is short and printable; otherwise a fresh one is made.
 fn request_id(req: &ServiceRequest) -> HeaderValue {
@@ -31,12 +46,20 @@ fn request_id(req: &ServiceRequest) -> HeaderValue {
         })
 }
 
-/// Request id, log line, rate-limit headers.
+/// Request id, access log line, metrics (when the app data holds [`Metrics`]), rate-limit
+/// headers. The request's span carries the id, method and path onto every line logged while it
+/// runs; the access line adds the route label, the status and the latency. Headers are never
+/// logged (the `Authorization` header is a secret).
 pub async fn request_context(
     req: ServiceRequest,
     next: Next<impl MessageBody + 'static>,
 ) -> Result<ServiceResponse<impl MessageBody>, Error> {
     let id = request_id(&req);
+    let api = req.path().starts_with(API_PREFIX);
+    let at_info = api
+        || req
+            .app_data::<AccessLog>()
+            .is_some_and(|a| a.redirects_at_info);
     let span = tracing::info_span!(
         "request",
         id = id.to_str().unwrap_or("-"),
@@ -67,8 +90,25 @@ pub async fn request_context(
         headers.insert(HeaderName::from_static("ratelimit-reset"), d.reset.into());
     }
     headers.insert(X_REQUEST_ID, id);
+    let elapsed = started.elapsed();
+    let pattern = res.request().match_pattern();
+    let route = match (&pattern, api) {
+        (Some(pattern), _) => pattern.as_str(),
+        (None, true) => UNMATCHED_ROUTE,
+        // Every other path is the redirect's (the default service).
+        (None, false) => REDIRECT_ROUTE,
+    };
+    if let Some(metrics) = res.request().app_data::<Data<Metrics>>() {
+        metrics.record_request(route, res.status(), elapsed);
+    }
     let status = res.status().as_u16();
-    let micros = started.elapsed().as_micros() as u64;
-    span.in_scope(|| tracing::info!(status, micros, "request handled"));
+    let micros = elapsed.as_micros() as u64;
+    span.in_scope(|| {
+        if at_info {
+            tracing::info!(route, status, micros, "request handled");
+        } else {
+            tracing::debug!(route, status, micros, "request handled");
+        }
+    });
     Ok(res)
 }

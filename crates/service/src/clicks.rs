@@ -85,7 +85,12 @@ pub(crate) struct ClickCounter {
     /// Workspaces with an endpoint subscribed to `link.clicked`; `None` until first read, when
     /// every click keeps its details.
     listening: RwLock<Option<HashSet<WorkspaceId>>>,
+    /// Told the clicks written and the time taken by every flush that wrote some (metrics).
+    flush_observer: std::sync::OnceLock<FlushObserver>,
 }
+
+/// See [`ClickCounter::observe_flushes`].
+pub type FlushObserver = Arc<dyn Fn(u64, Duration) + Send + Sync>;
 
 impl ClickCounter {
     /// Records one click on `link`. `details` runs only when the link's workspace listens to
@@ -160,6 +165,19 @@ impl ClickCounter {
             .for_each(|link| add(&mut pending, link));
     }
 
+    /// Clicks recorded and not yet taken by a flush (takes every shard's lock: for a scrape,
+    /// not for a request).
+    pub fn pending(&self) -> u64 {
+        let shard_total = |shard: &Shard| shard.lock().values().map(|l| l.count).sum::<u64>();
+        self.shards.iter().map(shard_total).sum()
+    }
+
+    /// Tells `observer` the clicks written and the time taken by every flush that writes some;
+    /// the first observer set stays.
+    pub fn observe_flushes(&self, observer: FlushObserver) {
+        let _ = self.flush_observer.set(observer);
+    }
+
     /// Writes everything recorded so far, then wakes the webhook worker for the `link.clicked`
     /// events written with it. On failure the clicks stay pending.
     pub async fn flush(
@@ -168,6 +186,7 @@ impl ClickCounter {
         base: &BaseUrl,
         webhooks: &WakeHandle,
     ) -> Result<(), shortlink_storage::StorageError> {
+        let started = std::time::Instant::now();
         let batch = Arc::new(self.take());
         if !batch.links.is_empty() {
             self.refresh_listening(store).await;
@@ -176,6 +195,9 @@ impl ClickCounter {
                 return Err(e);
             }
             webhooks.wake();
+            if let Some(observe) = self.flush_observer.get() {
+                observe(batch.links.iter().map(|l| l.count).sum(), started.elapsed());
+            }
         }
         // Written: a fold that fails must not fail the flush (its clicks would be put back and
         // written twice); the journal keeps them, and the next flush tries again.

@@ -6,7 +6,7 @@ mod create;
 mod error;
 mod service;
 
-pub use clicks::{FLUSH_INTERVAL, MAX_DETAILED_CLICKS};
+pub use clicks::{FLUSH_INTERVAL, FlushObserver, MAX_DETAILED_CLICKS};
 pub use create::{MAX_GROUP, POSTGRES_WRITERS};
 pub use error::ServiceError;
 pub use service::{CLICK_DRAIN_TIMEOUT, Service, ServiceSettings};

@@ -6,12 +6,12 @@ use std::time::Duration;
 
 use shortlink_domain::{BaseUrl, ClickInfo, Destination, Link, LinkRef, Slug, WorkspaceId};
 use shortlink_storage::{CreateOutcome, NewLink, RedirectTarget, Store};
-use shortlink_webhooks::{DeliveryWorker, WakeHandle, WorkerConfig};
+use shortlink_webhooks::{AttemptObserver, DeliveryWorker, WakeHandle, WorkerConfig};
 use tokio::sync::watch;
 
 use crate::ServiceError;
 use crate::cache::{Cached, LinkCache};
-use crate::clicks::ClickCounter;
+use crate::clicks::{ClickCounter, FlushObserver};
 use crate::create::LinkCreator;
 
 /// How long a stop keeps retrying to write the last clicks by default.
@@ -149,6 +149,27 @@ impl Service {
     /// by [`Service::shutdown`] at the latest.
     pub fn record_click(&self, link: &RedirectTarget, details: impl FnOnce() -> ClickInfo) {
         self.inner.clicks.record(link, details);
+    }
+
+    /// Clicks recorded and not yet taken by a flush (visits every shard's lock: for a metrics
+    /// scrape, not for a request).
+    pub fn clicks_pending(&self) -> u64 {
+        self.inner.clicks.pending()
+    }
+
+    /// Tells `observer` the clicks written and the time taken by every flush that writes some
+    /// (metrics); the first observer set stays.
+    pub fn observe_flushes(&self, observer: FlushObserver) {
+        self.inner.clicks.observe_flushes(observer);
+    }
+
+    /// Tells `observer` how each webhook attempt ended (metrics). Takes effect when the worker
+    /// starts in [`Service::run`]; later calls are ignored.
+    pub fn observe_deliveries(&self, observer: AttemptObserver) {
+        let mut worker = self.inner.worker.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(w) = worker.take() {
+            *worker = Some(w.with_observer(observer));
+        }
     }
 
     /// From now on, clicks in `workspace` keep their details (an endpoint subscribed to

@@ -30,4 +30,4 @@ pub use signing::{
     DEFAULT_TOLERANCE, HEADER_ID, HEADER_SIGNATURE, HEADER_TIMESTAMP, HeaderSource,
     SignatureHeaders, VerifyError, sign, verify, verify_at,
 };
-pub use worker::{DeliveryWorker, WakeHandle, WorkerConfig};
+pub use worker::{AttemptObserver, DeliveryWorker, WakeHandle, WorkerConfig};

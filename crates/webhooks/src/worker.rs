@@ -48,6 +48,10 @@ impl Default for WorkerConfig {
     }
 }
 
+/// Told the next step of every attempt as it ends (a metrics counter, say); it must be quick,
+/// as it runs on the attempt's task.
+pub type AttemptObserver = Arc<dyn Fn(&NextStep) + Send + Sync>;
+
 /// Wakes a [`DeliveryWorker`] that is waiting for its next poll, so new events go out within
 /// milliseconds. Cheap to clone; waking a worker that is busy, or one that is not running, is
 /// harmless (the wake-up is kept until the worker next waits, and several collapse into one).
@@ -77,6 +81,7 @@ pub struct DeliveryWorker<Q> {
     config: WorkerConfig,
     sender: WebhookSender,
     wake: WakeHandle,
+    observer: Option<AttemptObserver>,
 }
 
 impl<Q> fmt::Debug for DeliveryWorker<Q> {
@@ -99,7 +104,14 @@ impl<Q: DeliveryQueue> DeliveryWorker<Q> {
             config,
             sender,
             wake: WakeHandle::new(),
+            observer: None,
         })
+    }
+
+    /// Tells `observer` the next step of every attempt.
+    pub fn with_observer(mut self, observer: AttemptObserver) -> Self {
+        self.observer = Some(observer);
+        self
     }
 
     /// Uses `wake` as this worker's wake-up handle, for a handle made before the worker.
@@ -132,6 +144,7 @@ impl<Q: DeliveryQueue> DeliveryWorker<Q> {
             config,
             sender,
             wake,
+            observer,
         } = self;
         let concurrency = config.concurrency.max(1);
         let schedule = Arc::new(config.schedule);
@@ -170,6 +183,7 @@ impl<Q: DeliveryQueue> DeliveryWorker<Q> {
                                     queue.clone(),
                                     sender.clone(),
                                     Arc::clone(&schedule),
+                                    observer.clone(),
                                     claimed,
                                 ));
                             }
@@ -225,6 +239,7 @@ async fn deliver<Q: DeliveryQueue>(
     queue: Q,
     sender: WebhookSender,
     schedule: Arc<RetrySchedule>,
+    observer: Option<AttemptObserver>,
     claimed: ClaimedDelivery,
 ) {
     let attempt = sender.attempt(&claimed).await;
@@ -247,6 +262,9 @@ async fn deliver<Q: DeliveryQueue>(
         next = ?next,
         "webhook attempt"
     );
+    if let Some(observe) = &observer {
+        observe(&next);
+    }
     let record = attempt.into_record(delivery, next);
     if let Err(e) = queue.record_attempt(&record).await {
         // The lease runs out and the delivery comes due again, so it is sent once more:

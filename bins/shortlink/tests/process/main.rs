@@ -5,6 +5,8 @@ mod cli;
 mod dashboard;
 mod first_run;
 mod helpers;
+mod logging;
+mod metrics;
 mod shutdown;
 mod transport_refusals;
 mod webhooks;
