@@ -4,7 +4,7 @@ use std::fmt;
 use std::net::IpAddr;
 
 use base64::Engine;
-use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+use base64::engine::general_purpose::STANDARD;
 use rand::RngCore;
 use url::{Host, Url};
 
@@ -288,11 +288,13 @@ impl DeliveryCursor {
         }
     }
 
-    /// Reads a cursor's text back.
+    /// Reads a cursor's text back: `<unix millis>.<event id>`. Every text of that shape is a
+    /// position in the list, so the shape is the whole rule (the API documents it as a pattern).
     pub fn parse(s: &str) -> Result<Self, DeliveryCursorError> {
-        let bytes = URL_SAFE_NO_PAD.decode(s).map_err(|_| DeliveryCursorError)?;
-        let text = std::str::from_utf8(&bytes).map_err(|_| DeliveryCursorError)?;
-        let (millis, event_id) = text.split_once('.').ok_or(DeliveryCursorError)?;
+        let (millis, event_id) = s.split_once('.').ok_or(DeliveryCursorError)?;
+        if millis.is_empty() || !millis.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(DeliveryCursorError);
+        }
         Ok(Self {
             created_at: millis.parse().map_err(|_| DeliveryCursorError)?,
             event_id: MessageId::parse(event_id).map_err(|_| DeliveryCursorError)?,
@@ -312,8 +314,7 @@ impl DeliveryCursor {
 
 impl fmt::Display for DeliveryCursor {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let text = format!("{}.{}", self.created_at, self.event_id);
-        f.write_str(&URL_SAFE_NO_PAD.encode(text))
+        write!(f, "{}.{}", self.created_at, self.event_id)
     }
 }
 
@@ -332,9 +333,11 @@ mod tests {
             String::new(),
             "msg_01JD0000000000000000000000".to_owned(),
             "not base64!".to_owned(),
-            URL_SAFE_NO_PAD.encode("123"),
-            URL_SAFE_NO_PAD.encode("x.msg_01JD0000000000000000000000"),
-            URL_SAFE_NO_PAD.encode("123.link_01JD0000000000000000000000"),
+            "123".to_owned(),
+            ".msg_01JD0000000000000000000000".to_owned(),
+            "x.msg_01JD0000000000000000000000".to_owned(),
+            "-1.msg_01JD0000000000000000000000".to_owned(),
+            "123.link_01JD0000000000000000000000".to_owned(),
         ];
         for s in foreign {
             assert_eq!(DeliveryCursor::parse(&s), Err(DeliveryCursorError), "{s}");

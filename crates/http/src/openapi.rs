@@ -6,7 +6,7 @@ use actix_web::http::header;
 use actix_web::{HttpResponse, web};
 use serde::Serialize;
 use serde_json::{Value, json};
-use shortlink_domain::{BaseUrl, ClickInfo, EventKind, LinkView, Timestamp};
+use shortlink_domain::{BaseUrl, ClickInfo, EventKind, LinkView, MAX_DESTINATION_LEN, Timestamp};
 use utoipa::openapi::header::HeaderBuilder;
 use utoipa::openapi::path::Operation;
 use utoipa::openapi::response::{Response, ResponseBuilder};
@@ -228,8 +228,12 @@ fn own_domain_pattern(base: &BaseUrl) -> String {
 pub fn document(base: &BaseUrl) -> Value {
     let mut doc = serde_json::to_value(ApiDoc::openapi()).unwrap_or_default();
     for schema in ["CreateLinkRequest", "UpdateLinkRequest"] {
-        doc["components"]["schemas"][schema]["properties"]["destination"]["not"] =
-            json!({ "pattern": own_domain_pattern(base) });
+        doc["components"]["schemas"][schema]["properties"]["destination"]["allOf"] = json!([
+            { "not": { "pattern": own_domain_pattern(base) } },
+            // Normalising adds the `/` of an empty path, so a destination of the full length
+            // without one is one character too long once stored.
+            { "not": { "pattern": "^[^:]+://[^/]*$", "minLength": MAX_DESTINATION_LEN } },
+        ]);
     }
     let event = |kind: EventKind, schema: &str| {
         json!({ "post": {

@@ -75,7 +75,9 @@ pub struct DeliveriesQuery {
     #[validate(range(min = 1, max = 100, message = "limit must be between 1 and 100"))]
     #[param(minimum = 1, maximum = 100)]
     pub limit: Option<i64>,
-    /// `nextCursor` of the previous page (opaque).
+    /// `nextCursor` of the previous page: the last listed delivery's creation time (Unix
+    /// milliseconds) and event id.
+    #[param(pattern = "^[0-9]{1,15}\\.msg_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub cursor: Option<String>,
     /// Only deliveries in this state.
     #[param(pattern = "^(pending|delivered|failed)$")]
