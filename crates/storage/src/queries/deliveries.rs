@@ -90,8 +90,11 @@ pub(crate) async fn record_attempt(c: &mut Conn, a: &AttemptRecord) -> Result<()
             .await?;
         let hook = webhooks::table.find(a.webhook_id.to_string());
         match a.next {
+            // Written only when it changes: every delivery of a healthy endpoint rewriting
+            // its one row left a dead row version per delivery and queued attempts on its lock.
             NextStep::Delivered => {
                 diesel::update(hook)
+                    .filter(webhooks::consecutive_failures.ne(0))
                     .set(webhooks::consecutive_failures.eq(0))
                     .execute(c)
                     .await?;

@@ -398,3 +398,66 @@ each_backend!(
         );
     }
 );
+
+/// The endpoint's row version on PostgreSQL (`xmin` changes with every write of the row).
+async fn webhook_row_version(url: &str, hook: WebhookId) -> String {
+    use diesel::QueryableByName;
+    use diesel_async::{AsyncConnection, RunQueryDsl};
+
+    #[derive(QueryableByName)]
+    struct Version {
+        #[diesel(sql_type = diesel::sql_types::Text)]
+        version: String,
+    }
+    let mut conn = diesel_async::AsyncPgConnection::establish(url)
+        .await
+        .unwrap();
+    let row: Version =
+        diesel::sql_query("SELECT xmin::text AS version FROM webhooks WHERE id = $1")
+            .bind::<diesel::sql_types::Text, _>(hook.to_string())
+            .get_result(&mut conn)
+            .await
+            .unwrap();
+    row.version
+}
+
+/// Every delivery used to rewrite its endpoint's row (`consecutive_failures = 0`), so a busy
+/// endpoint's one row piled up dead versions and every attempt queued on its lock.
+#[tokio::test]
+async fn a_delivered_attempt_leaves_a_healthy_endpoint_row_alone() {
+    let Some(db) =
+        TestDatabase::postgres("a_delivered_attempt_leaves_a_healthy_endpoint_row_alone").await
+    else {
+        return;
+    };
+    let store = db.store().await;
+    let acme = workspace(&store, "acme").await;
+    let hook = webhook(&store, &acme, &[EventKind::LinkCreated]).await;
+    let batch = (0..3)
+        .map(|i| new_link(&acme, None, &format!("https://example.com/{i}")))
+        .collect();
+    store.create_links(batch, &base()).await.unwrap();
+    let claimed = store
+        .claim_due(Timestamp::now(), 100, later())
+        .await
+        .unwrap();
+    assert_eq!(claimed.len(), 3);
+    let before = webhook_row_version(&db.url, hook.id).await;
+    for c in &claimed {
+        store
+            .record_attempt(&AttemptRecord {
+                event_id: c.delivery.event_id,
+                webhook_id: hook.id,
+                started_at: Timestamp::now(),
+                duration_ms: 1,
+                status_code: Some(200),
+                error: None,
+                next: NextStep::Delivered,
+            })
+            .await
+            .unwrap();
+    }
+    assert_eq!(webhook_row_version(&db.url, hook.id).await, before);
+    let now = store.get_webhook(acme.id, hook.id).await.unwrap().unwrap();
+    assert_eq!(now.consecutive_failures, 0);
+}
