@@ -56,7 +56,7 @@ struct ServeArgs {
     #[arg(
         long,
         env = "SHORTLINK_LISTEN",
-        default_value = "127.0.0.1:8080",
+        default_value = shortlink_server::DEFAULT_LISTEN,
         global = true
     )]
     listen: String,

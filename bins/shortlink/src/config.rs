@@ -10,6 +10,9 @@ use shortlink_webhooks::RetrySchedule;
 
 pub use shortlink_storage::DEFAULT_REDIRECT_INDEX_MIB;
 
+/// Where the server listens unless told otherwise (`--listen`).
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
+
 /// Everything [`crate::Application::build`] needs.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -52,7 +55,7 @@ impl Config {
         let server = ServerOptions::default();
         Self {
             database_url: database_url.into(),
-            listen: "127.0.0.1:8080".into(),
+            listen: DEFAULT_LISTEN.into(),
             base_url: None,
             webhook_allow_private_targets: false,
             webhook_retry_schedule: RetrySchedule::default(),

@@ -19,7 +19,7 @@ use shortlink_service::{Service, ServiceSettings};
 use shortlink_storage::{PoolOptions, ServerOptions, Store, StoreOptions};
 use shortlink_webhooks::WorkerConfig;
 
-pub use config::{Config, DEFAULT_REDIRECT_INDEX_MIB};
+pub use config::{Config, DEFAULT_LISTEN, DEFAULT_REDIRECT_INDEX_MIB};
 
 /// How long a graceful stop waits for requests in flight.
 const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(10);
