@@ -78,3 +78,26 @@ pub(crate) async fn postgres(url: String) -> Result<usize, StorageError> {
     .await
     .map_err(failed)?
 }
+
+/// The version of the newest migration this build embeds for the backend: a database whose
+/// newest applied migration is another is not the schema this build speaks.
+pub(crate) fn latest_version(kind: crate::model::DatabaseKind) -> Option<String> {
+    use diesel::migration::MigrationSource;
+    let versions = match kind {
+        crate::model::DatabaseKind::Sqlite => {
+            MigrationSource::<diesel::sqlite::Sqlite>::migrations(&SQLITE)
+                .ok()?
+                .iter()
+                .map(|m| m.name().version().to_string())
+                .collect::<Vec<_>>()
+        }
+        crate::model::DatabaseKind::Postgres => {
+            MigrationSource::<diesel::pg::Pg>::migrations(&POSTGRES)
+                .ok()?
+                .iter()
+                .map(|m| m.name().version().to_string())
+                .collect()
+        }
+    };
+    versions.into_iter().max()
+}

@@ -226,6 +226,25 @@ impl Store {
             .await
     }
 
+    /// Succeeds when the database answers and its newest applied migration is the newest this
+    /// build embeds (a readiness probe: a database recreated empty, or one migrated by a newer
+    /// build, is not one this server can serve).
+    pub async fn check_ready(&self) -> Result<(), StorageError> {
+        let found = self
+            .detached(|s| async move { dispatch!(s, read, schema_version()) })
+            .await?;
+        let expected = crate::migrate::latest_version(self.kind());
+        if found == expected {
+            Ok(())
+        } else {
+            Err(StorageError::Unavailable(format!(
+                "the database schema is at migration {}, this build expects {}",
+                found.as_deref().unwrap_or("none"),
+                expected.as_deref().unwrap_or("none")
+            )))
+        }
+    }
+
     /// Creates a workspace; a taken name is [`StorageError::AlreadyExists`].
     pub async fn create_workspace(&self, workspace: &Workspace) -> Result<(), StorageError> {
         let workspace = workspace.clone();

@@ -77,6 +77,30 @@ impl TestDatabase {
         dbs
     }
 
+    /// Runs SQL statements on the database on a connection of their own, as another program
+    /// would (to damage or change it under a running server).
+    pub async fn execute(&self, sql: &str) {
+        match self.kind {
+            DatabaseKind::Postgres => admin(&self.url, sql).await,
+            DatabaseKind::Sqlite => {
+                use diesel::Connection;
+                use diesel::connection::SimpleConnection;
+                let (path, sql) = (
+                    self.url.trim_start_matches("sqlite://").to_owned(),
+                    sql.to_owned(),
+                );
+                tokio::task::spawn_blocking(move || {
+                    let mut conn = diesel::SqliteConnection::establish(&path)
+                        .unwrap_or_else(|e| panic!("cannot open the test database: {e}"));
+                    conn.batch_execute(&sql)
+                        .unwrap_or_else(|e| panic!("`{sql}` failed: {e}"));
+                })
+                .await
+                .expect("the statement's task ran");
+            }
+        }
+    }
+
     /// A migrated [`Store`] on this database, with a small pool.
     pub async fn store(&self) -> Store {
         let store = Store::connect(&self.url, PoolOptions { max_connections: 4 })

@@ -7,7 +7,9 @@ use diesel_async::{AsyncConnection, AsyncPgConnection, SimpleAsyncConnection};
 use serde_json::json;
 use shortlink_storage::testing::{TEST_POSTGRES_URL, TestDatabase};
 
-use crate::helpers::{DEADLINE, Setup, TestApp, assert_error, assert_ok, poll, send};
+use crate::helpers::{
+    DEADLINE, Setup, TestApp, assert_error, assert_ok, on_both_backends, poll, send,
+};
 
 #[tokio::test]
 async fn health_and_readiness_answer_in_the_envelope() {
@@ -69,7 +71,7 @@ async fn postgres_admin(sql: &str) {
 }
 
 /// On PostgreSQL: the server's database is dropped under it (its connections terminated), then
-/// created again.
+/// created again, empty, then migrated.
 #[tokio::test]
 async fn a_dropped_postgres_database_is_503_until_it_is_back() {
     let test = concat!(
@@ -106,7 +108,13 @@ async fn a_dropped_postgres_database_is_503_until_it_is_back() {
     // A cached redirect keeps working.
     assert_eq!(app.visit(&code).await.status(), 302);
 
+    // Created again, it answers but is empty: not the schema this build serves, so not ready
+    // (every request would fail on a missing table).
     postgres_admin(&format!("CREATE DATABASE {name}")).await;
+    let ready = send(app.client.get(app.url("/readyz"))).await;
+    assert_error(ready, 503, "SERVICE_UNAVAILABLE").await;
+    // Migrated (`shortlink migrate`, or another instance starting), it is ready again.
+    app.db.store().await;
     let recovered = poll(DEADLINE, || async {
         let res = send(app.client.get(app.url("/readyz"))).await;
         (res.status() == 200).then_some(res)
@@ -114,4 +122,25 @@ async fn a_dropped_postgres_database_is_503_until_it_is_back() {
     .await
     .expect("readiness recovers by itself");
     assert_ok(recovered).await;
+}
+
+on_both_backends!(readiness_needs_the_schema_this_build_expects);
+
+/// A database that answers but whose schema is not this build's (recreated empty, or migrated
+/// by another build) is not ready: every request would fail.
+async fn readiness_needs_the_schema_this_build_expects(app: TestApp) {
+    assert_ok(send(app.client.get(app.url("/readyz"))).await).await;
+    app.db
+        .execute(
+            "DELETE FROM __diesel_schema_migrations \
+             WHERE version = (SELECT max(version) FROM __diesel_schema_migrations)",
+        )
+        .await;
+    let ready = send(app.client.get(app.url("/readyz"))).await;
+    assert_error(ready, 503, "SERVICE_UNAVAILABLE").await;
+    app.db
+        .execute("DROP TABLE __diesel_schema_migrations")
+        .await;
+    let ready = send(app.client.get(app.url("/readyz"))).await;
+    assert_error(ready, 503, "SERVICE_UNAVAILABLE").await;
 }

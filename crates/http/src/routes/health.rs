@@ -1,4 +1,5 @@
-//! `/healthz` (the process is up) and `/readyz` (the database answers).
+//! `/healthz` (the process is up) and `/readyz` (the database answers, with the schema this
+//! build expects).
 
 use actix_web::web::Data;
 use actix_web::{HttpResponse, web};
@@ -19,7 +20,7 @@ async fn healthz() -> HttpResponse {
 }
 
 async fn readyz(state: Data<AppState>) -> Result<HttpResponse, ApiError> {
-    state.store.ping().await.map_err(|e| {
+    state.store.check_ready().await.map_err(|e| {
         tracing::warn!(error = %e, "readiness check failed");
         ApiError::Unavailable
     })?;

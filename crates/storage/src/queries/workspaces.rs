@@ -10,6 +10,20 @@ use crate::model::AuthenticatedKey;
 use crate::rows::{ApiKeyRow, WorkspaceRow, found};
 use crate::schema::{api_keys, workspaces};
 
+/// The version of the newest migration applied to the database (diesel's bookkeeping table).
+pub(crate) async fn schema_version(c: &mut Conn) -> Result<Option<String>, StorageError> {
+    #[derive(QueryableByName)]
+    struct Newest {
+        #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::Text>)]
+        version: Option<String>,
+    }
+    let newest: Newest =
+        diesel::sql_query("SELECT max(version) AS version FROM __diesel_schema_migrations")
+            .get_result(c)
+            .await?;
+    Ok(newest.version)
+}
+
 pub(crate) async fn ping(c: &mut Conn) -> Result<(), StorageError> {
     diesel::select(1.into_sql::<diesel::sql_types::Integer>())
         .get_result::<i32>(c)
