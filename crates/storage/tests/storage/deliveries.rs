@@ -1,8 +1,8 @@
 use std::time::Duration;
 
 use shortlink_domain::{
-    AttemptRecord, ClickInfo, DeliveryCursor, DeliveryQueue, DeliveryState, EventKind, NextStep,
-    Timestamp, Webhook, WebhookId, WebhookSecret, WebhookTarget, Workspace,
+    AttemptRecord, ClaimedDelivery, ClickInfo, DeliveryCursor, DeliveryQueue, DeliveryState,
+    EventKind, NextStep, Timestamp, Webhook, WebhookId, WebhookSecret, WebhookTarget, Workspace,
 };
 use shortlink_storage::{ClickBatch, LinkClicks, Store};
 
@@ -21,6 +21,22 @@ async fn webhook(store: &Store, ws: &Workspace, events: &[EventKind]) -> Webhook
     };
     store.create_webhook(&hook).await.unwrap();
     hook
+}
+
+/// Records a successful attempt of a claimed delivery.
+async fn delivered(store: &Store, c: &ClaimedDelivery) {
+    store
+        .record_attempt(&AttemptRecord {
+            event_id: c.delivery.event_id,
+            webhook_id: c.delivery.webhook_id,
+            started_at: Timestamp::now(),
+            duration_ms: 1,
+            status_code: Some(204),
+            error: None,
+            next: NextStep::Delivered,
+        })
+        .await
+        .unwrap();
 }
 
 fn later() -> Timestamp {
@@ -316,18 +332,7 @@ each_backend!(
         let claimed = store.claim_due(Timestamp::now(), 2, later()).await.unwrap();
         assert_eq!(claimed.len(), 2);
         for c in &claimed {
-            store
-                .record_attempt(&AttemptRecord {
-                    event_id: c.delivery.event_id,
-                    webhook_id: hook.id,
-                    started_at: Timestamp::now(),
-                    duration_ms: 1,
-                    status_code: Some(204),
-                    error: None,
-                    next: NextStep::Delivered,
-                })
-                .await
-                .unwrap();
+            delivered(&store, c).await;
         }
         let page = |state, after, limit| {
             let store = store.clone();
@@ -444,18 +449,7 @@ async fn a_delivered_attempt_leaves_a_healthy_endpoint_row_alone() {
     assert_eq!(claimed.len(), 3);
     let before = webhook_row_version(&db.url, hook.id).await;
     for c in &claimed {
-        store
-            .record_attempt(&AttemptRecord {
-                event_id: c.delivery.event_id,
-                webhook_id: hook.id,
-                started_at: Timestamp::now(),
-                duration_ms: 1,
-                status_code: Some(200),
-                error: None,
-                next: NextStep::Delivered,
-            })
-            .await
-            .unwrap();
+        delivered(&store, c).await;
     }
     assert_eq!(webhook_row_version(&db.url, hook.id).await, before);
     let now = store.get_webhook(acme.id, hook.id).await.unwrap().unwrap();
