@@ -20,12 +20,19 @@ pub struct Envelope<T> {
     data: T,
 }
 
+impl<T> Envelope<T> {
+    /// `data` in the success envelope.
+    pub fn success(data: T) -> Self {
+        Envelope {
+            status: "success",
+            success: true,
+            status_code: 200,
+            data,
+        }
+    }
+}
+
 /// A 200 response with `data` in the envelope.
 pub fn ok<T: Serialize>(data: T) -> HttpResponse {
-    HttpResponse::Ok().json(Envelope {
-        status: "success",
-        success: true,
-        status_code: 200,
-        data,
-    })
+    HttpResponse::Ok().json(Envelope::success(data))
 }

@@ -61,6 +61,12 @@ pub enum ApiError {
     /// The custom slug is taken on this domain.
     #[error("customSlug '{0}' is already taken")]
     SlugConflict(String),
+    /// The `Idempotency-Key`'s first request has not finished.
+    #[error("a request with this Idempotency-Key is still being processed; retry later")]
+    IdempotencyKeyInUse,
+    /// The `Idempotency-Key` was used for another request.
+    #[error("this Idempotency-Key was used for a different request")]
+    IdempotencyKeyReused,
     /// The body is over the limit.
     #[error("request body must be at most 1 MiB")]
     PayloadTooLarge,
@@ -112,6 +118,10 @@ impl ApiError {
                 (StatusCode::METHOD_NOT_ALLOWED, "METHOD_NOT_ALLOWED")
             }
             ApiError::SlugConflict(_) => (StatusCode::CONFLICT, "SLUG_CONFLICT"),
+            ApiError::IdempotencyKeyInUse => (StatusCode::CONFLICT, "IDEMPOTENCY_KEY_IN_USE"),
+            ApiError::IdempotencyKeyReused => {
+                (StatusCode::UNPROCESSABLE_ENTITY, "IDEMPOTENCY_KEY_REUSED")
+            }
             ApiError::PayloadTooLarge => (StatusCode::PAYLOAD_TOO_LARGE, "PAYLOAD_TOO_LARGE"),
             ApiError::UriTooLong => (StatusCode::URI_TOO_LONG, "URI_TOO_LONG"),
             ApiError::HeadersTooLarge => (
@@ -194,12 +204,19 @@ impl ResponseError for ApiError {
             }
             _ => {}
         }
-        response.json(ErrorEnvelope {
+        response.json(self.envelope())
+    }
+}
+
+impl ApiError {
+    /// The error envelope this error answers.
+    pub fn envelope(&self) -> ErrorEnvelope {
+        ErrorEnvelope {
             status: "error",
             success: false,
-            status_code: status.as_u16(),
+            status_code: self.status_and_code().0.as_u16(),
             error: self.body(),
-        })
+        }
     }
 }
 

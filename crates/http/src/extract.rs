@@ -21,12 +21,21 @@ pub const MAX_BODY_BYTES: usize = 1024 * 1024;
 /// before 400, and the failed authentication must be counted). The handler reads the outcome
 /// with [`JsonBody::into_inner`] once [`crate::auth::Authenticated`] has succeeded.
 #[derive(Debug)]
-pub struct JsonBody<T>(Result<T, ApiError>);
+pub struct JsonBody<T> {
+    parsed: Result<T, ApiError>,
+    fingerprint: Option<String>,
+}
 
 impl<T> JsonBody<T> {
     /// The parsed body, or why it is not acceptable.
     pub fn into_inner(self) -> Result<T, ApiError> {
-        self.0
+        self.parsed
+    }
+
+    /// What the request was (route and body bytes), hashed; only for requests that carry an
+    /// `Idempotency-Key`, whose retries must be the same request.
+    pub fn fingerprint(&self) -> Option<&str> {
+        self.fingerprint.as_deref()
     }
 }
 
@@ -36,11 +45,16 @@ impl<T: DeserializeOwned + 'static> FromRequest for JsonBody<T> {
 
     fn from_request(req: &HttpRequest, payload: &mut Payload) -> Self::Future {
         let json = is_json(req);
+        let route = crate::idempotency::has_key(req).then(|| req.path().to_owned());
         let bytes = Bytes::from_request(req, payload);
         Box::pin(async move {
             // The body is read even when the content type is wrong, so the connection stays
             // usable for the next request.
             let bytes = bytes.await.map_err(body_error);
+            let fingerprint = match (&route, &bytes) {
+                (Some(route), Ok(bytes)) => Some(crate::idempotency::fingerprint(route, bytes)),
+                _ => None,
+            };
             let parsed = if json {
                 bytes.and_then(|bytes| parse_json(&bytes))
             } else {
@@ -49,7 +63,10 @@ impl<T: DeserializeOwned + 'static> FromRequest for JsonBody<T> {
                     "Content-Type must be application/json",
                 ))
             };
-            Ok(JsonBody(parsed))
+            Ok(JsonBody {
+                parsed,
+                fingerprint,
+            })
         })
     }
 }

@@ -5,6 +5,7 @@ pub mod envelope;
 pub mod error;
 pub mod extract;
 pub mod head_limits;
+pub mod idempotency;
 pub mod metrics;
 pub mod middleware;
 pub mod openapi;

@@ -16,7 +16,9 @@
 use std::sync::Arc;
 
 use shortlink_domain::BaseUrl;
-use shortlink_storage::{CreateOutcome, DatabaseKind, NewLink, Store};
+use shortlink_storage::{
+    CreateOutcome, DatabaseKind, LinkCompletion, NewLink, PlacedCompletion, Store,
+};
 use shortlink_webhooks::WakeHandle;
 use tokio::sync::{Mutex, mpsc, oneshot};
 
@@ -32,7 +34,30 @@ type Reply = oneshot::Sender<Result<Vec<CreateOutcome>, ServiceError>>;
 
 struct Job {
     links: Vec<NewLink>,
+    /// Completes the request's idempotency claim in the group's transaction.
+    completion: Option<LinkCompletion>,
     reply: Reply,
+}
+
+/// A group to write: its links, the claims they complete, and each request's count and reply.
+struct Group {
+    links: Vec<NewLink>,
+    completions: Vec<PlacedCompletion>,
+    replies: Vec<(usize, Reply)>,
+}
+
+impl Group {
+    fn join(&mut self, job: Job) {
+        let start = self.links.len();
+        self.links.extend(job.links);
+        if let Some(completion) = job.completion {
+            self.completions.push(PlacedCompletion {
+                links: start..self.links.len(),
+                completion,
+            });
+        }
+        self.replies.push((self.links.len() - start, job.reply));
+    }
 }
 
 /// The queue in front of the writer task.
@@ -54,20 +79,28 @@ impl LinkCreator {
             let (store, base, webhooks, queue) =
                 (store.clone(), base.clone(), webhooks.clone(), queue.clone());
             tokio::spawn(async move {
-                while let Some((links, replies)) = next_group(&queue).await {
-                    write(&store, &base, &webhooks, links, replies).await;
+                while let Some(group) = next_group(&queue).await {
+                    write(&store, &base, &webhooks, group).await;
                 }
             });
         }
         Self { jobs }
     }
 
-    /// Creates `links` in one transaction, with whatever else joins its group; outcomes in input
-    /// order.
-    pub async fn create(&self, links: Vec<NewLink>) -> Result<Vec<CreateOutcome>, ServiceError> {
+    /// Creates `links` in one transaction, with whatever else joins its group, which also
+    /// completes `completion`'s claim; outcomes in input order.
+    pub async fn create(
+        &self,
+        links: Vec<NewLink>,
+        completion: Option<LinkCompletion>,
+    ) -> Result<Vec<CreateOutcome>, ServiceError> {
         let (reply, outcomes) = oneshot::channel();
         self.jobs
-            .send(Job { links, reply })
+            .send(Job {
+                links,
+                completion,
+                reply,
+            })
             .await
             .map_err(|_| ServiceError::Stopped)?;
         outcomes.await.map_err(|_| ServiceError::Stopped)?
@@ -75,30 +108,32 @@ impl LinkCreator {
 }
 
 /// The next group: the first waiting request, and whatever else is queued behind it.
-async fn next_group(
-    queue: &Mutex<mpsc::Receiver<Job>>,
-) -> Option<(Vec<NewLink>, Vec<(usize, Reply)>)> {
+async fn next_group(queue: &Mutex<mpsc::Receiver<Job>>) -> Option<Group> {
     let mut queue = queue.lock().await;
-    let first = queue.recv().await?;
-    let mut links = first.links;
-    let mut replies = vec![(links.len(), first.reply)];
-    while links.len() < MAX_GROUP {
+    let mut group = Group {
+        links: Vec::new(),
+        completions: Vec::new(),
+        replies: Vec::new(),
+    };
+    group.join(queue.recv().await?);
+    while group.links.len() < MAX_GROUP {
         let Ok(job) = queue.try_recv() else { break };
-        replies.push((job.links.len(), job.reply));
-        links.extend(job.links);
+        group.join(job);
     }
-    Some((links, replies))
+    Some(group)
 }
 
 /// Writes a group in one transaction and answers each request with its share of the outcomes.
-async fn write(
-    store: &Store,
-    base: &BaseUrl,
-    webhooks: &WakeHandle,
-    links: Vec<NewLink>,
-    replies: Vec<(usize, Reply)>,
-) {
-    match store.create_links(links, base).await {
+async fn write(store: &Store, base: &BaseUrl, webhooks: &WakeHandle, group: Group) {
+    let Group {
+        links,
+        completions,
+        replies,
+    } = group;
+    match store
+        .create_links_completing(links, base, completions)
+        .await
+    {
         Ok(outcomes) => {
             webhooks.wake();
             let mut outcomes = outcomes.into_iter();

@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use shortlink_domain::{BaseUrl, ClickInfo, Destination, Link, LinkRef, Slug, WorkspaceId};
-use shortlink_storage::{CreateOutcome, NewLink, RedirectTarget, Store};
+use shortlink_storage::{CreateOutcome, LinkCompletion, NewLink, RedirectTarget, Store};
 use shortlink_webhooks::{AttemptObserver, DeliveryWorker, WakeHandle, WorkerConfig};
 use tokio::sync::watch;
 
@@ -193,7 +193,17 @@ impl Service {
         &self,
         links: Vec<NewLink>,
     ) -> Result<Vec<CreateOutcome>, ServiceError> {
-        let outcomes = self.inner.creator.create(links).await?;
+        self.create_links_completing(links, None).await
+    }
+
+    /// [`Service::create_links`], whose transaction also completes an idempotency claim with
+    /// the request's answer (see `shortlink_storage::LinkCompletion`).
+    pub async fn create_links_completing(
+        &self,
+        links: Vec<NewLink>,
+        completion: Option<LinkCompletion>,
+    ) -> Result<Vec<CreateOutcome>, ServiceError> {
+        let outcomes = self.inner.creator.create(links, completion).await?;
         for outcome in &outcomes {
             if let CreateOutcome::Created(link) = outcome {
                 self.inner.cache.invalidate(link.short_code.as_str());
@@ -262,6 +272,10 @@ impl Service {
             let _ = rx.wait_for(|stop| *stop).await;
         };
         let worker = tokio::spawn(worker.run(stopped(stop_rx.clone())));
+        let housekeeping = tokio::spawn(forget_idempotency_keys(
+            self.inner.store.clone(),
+            stopped(stop_rx.clone()),
+        ));
         let flusher = {
             let service = self.clone();
             let stop = stopped(stop_rx);
@@ -277,6 +291,7 @@ impl Service {
         let _ = stop_tx.send(true);
         let written = flusher.await.unwrap_or(false);
         let _ = worker.await;
+        let _ = housekeeping.await;
         if written {
             Ok(())
         } else {
@@ -305,5 +320,29 @@ impl Service {
         } else {
             Err(ServiceError::ClicksNotWritten)
         }
+    }
+}
+
+/// How often idempotency keys past their lifetime are deleted.
+const FORGET_KEYS_EVERY: Duration = Duration::from_secs(10 * 60);
+
+/// Deletes idempotency keys past their lifetime until `stop`. The claim ignores such keys
+/// already; this keeps their table small.
+async fn forget_idempotency_keys(store: Store, stop: impl Future<Output = ()>) {
+    let forget = async {
+        let mut every = tokio::time::interval(FORGET_KEYS_EVERY);
+        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            every.tick().await;
+            match store.forget_idempotency_keys().await {
+                Ok(0) => {}
+                Ok(n) => tracing::debug!(keys = n, "forgot expired idempotency keys"),
+                Err(e) => tracing::warn!(error = %e, "could not delete expired idempotency keys"),
+            }
+        }
+    };
+    tokio::select! {
+        () = forget => {}
+        () = stop => {}
     }
 }

@@ -2,6 +2,7 @@
 
 mod error;
 mod hooks;
+mod idempotency;
 mod migrate;
 mod model;
 mod pg;
@@ -14,6 +15,10 @@ mod store;
 pub mod testing;
 
 pub use error::StorageError;
+pub use idempotency::{
+    ABANDONED_CLAIM, ClaimOutcome, IDEMPOTENCY_KEY_LIFETIME, IdempotencyClaim, LinkCompletion,
+    PlacedCompletion, RenderCreation, StoredResponse,
+};
 pub use model::{
     AuthenticatedKey, ClickBatch, CounterKey, CreateOutcome, DEFAULT_REDIRECT_INDEX_MIB,
     DatabaseKind, FOLD_INTERVAL as CLICK_FOLD_INTERVAL, LinkClicks, NewLink, PoolOptions,

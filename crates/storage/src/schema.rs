@@ -117,3 +117,16 @@ diesel::allow_tables_to_appear_in_same_query!(
     webhook_deliveries,
     webhook_attempts,
 );
+
+diesel::table! {
+    /// Creating POSTs' answers by their `Idempotency-Key` (`queries/idempotency.rs`).
+    idempotency_keys (workspace_id, idempotency_key) {
+        workspace_id -> Text,
+        idempotency_key -> Text,
+        fingerprint -> Text,
+        claim -> Text,
+        status -> Nullable<Integer>,
+        body -> Nullable<Text>,
+        created_at -> BigInt,
+    }
+}

@@ -10,6 +10,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::idempotency::{ClaimOutcome, IdempotencyClaim, PlacedCompletion, StoredResponse};
 use crate::model::{
     AuthenticatedKey, ClickBatch, CreateOutcome, DatabaseKind, NewLink, PoolOptions,
     RedirectTarget, StoreOptions,
@@ -311,22 +312,45 @@ impl Store {
         links: Vec<NewLink>,
         base: &BaseUrl,
     ) -> Result<Vec<CreateOutcome>, StorageError> {
+        self.create_links_completing(links, base, Vec::new()).await
+    }
+
+    /// [`Store::create_links`], whose transaction also completes the idempotency claims of the
+    /// requests the links came from.
+    pub async fn create_links_completing(
+        &self,
+        links: Vec<NewLink>,
+        base: &BaseUrl,
+        completions: Vec<PlacedCompletion>,
+    ) -> Result<Vec<CreateOutcome>, StorageError> {
         let base = base.clone();
         let outcomes = self
             .detached(|s| async move {
                 let outcomes = match &s.backend {
                     Backend::Postgres(pool) => {
                         let mut conn = pool.get().await?;
-                        crate::pg::queries::create_links(&mut conn, links, &base, &Postgres).await
+                        crate::pg::queries::create_links(
+                            &mut conn,
+                            links,
+                            &base,
+                            &completions,
+                            &Postgres,
+                        )
+                        .await
                     }
                     Backend::Sqlite(sqlite) => {
                         // As `dispatch!`'s `then:`, with the recent codes for the creation.
                         let mut writer = sqlite.writer().await?;
                         let (conn, held) = writer.split();
                         let creation = sqlite.creation(held);
-                        let result =
-                            crate::sqlite::queries::create_links(conn, links, &base, &creation)
-                                .await;
+                        let result = crate::sqlite::queries::create_links(
+                            conn,
+                            links,
+                            &base,
+                            &completions,
+                            &creation,
+                        )
+                        .await;
                         sqlite.created(held, &result);
                         result
                     }
@@ -578,9 +602,53 @@ impl Store {
 
     /// Registers a webhook endpoint.
     pub async fn create_webhook(&self, hook: &Webhook) -> Result<(), StorageError> {
+        self.create_webhook_completing(hook, None).await
+    }
+
+    /// [`Store::create_webhook`], whose transaction also completes an idempotency claim with its
+    /// request's answer.
+    pub async fn create_webhook_completing(
+        &self,
+        hook: &Webhook,
+        completion: Option<(IdempotencyClaim, StoredResponse)>,
+    ) -> Result<(), StorageError> {
         let hook = hook.clone();
-        self.detached(|s| async move { dispatch!(s, write, insert_webhook(&hook)) })
+        self.detached(
+            |s| async move { dispatch!(s, write, insert_webhook(&hook, completion.as_ref())) },
+        )
+        .await
+    }
+
+    /// Claims an idempotency key for a creating request (see [`ClaimOutcome`]). A claimed key is
+    /// completed by the creation's transaction ([`Store::create_links`],
+    /// [`Store::create_webhook`]), or given back with [`Store::release_idempotency_key`].
+    pub async fn claim_idempotency_key(
+        &self,
+        claim: &IdempotencyClaim,
+    ) -> Result<ClaimOutcome, StorageError> {
+        let claim = claim.clone();
+        self.detached(|s| async move {
+            dispatch!(s, write, claim_idempotency_key(&claim, Timestamp::now()))
+        })
+        .await
+    }
+
+    /// Gives back a key whose creation failed, so that a retry runs instead of waiting.
+    pub async fn release_idempotency_key(
+        &self,
+        claim: &IdempotencyClaim,
+    ) -> Result<(), StorageError> {
+        let claim = claim.clone();
+        self.detached(|s| async move { dispatch!(s, write, release_idempotency_key(&claim)) })
             .await
+    }
+
+    /// Deletes idempotency keys past their lifetime; returns how many.
+    pub async fn forget_idempotency_keys(&self) -> Result<usize, StorageError> {
+        self.detached(
+            |s| async move { dispatch!(s, write, forget_idempotency_keys(Timestamp::now())) },
+        )
+        .await
     }
 
     /// The workspaces with an active endpoint subscribed to `kind`.

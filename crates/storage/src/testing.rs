@@ -92,6 +92,9 @@ impl TestDatabase {
                 tokio::task::spawn_blocking(move || {
                     let mut conn = diesel::SqliteConnection::establish(&path)
                         .unwrap_or_else(|e| panic!("cannot open the test database: {e}"));
+                    // The server may be writing: wait for its lock as the server itself would.
+                    conn.batch_execute("PRAGMA busy_timeout = 5000")
+                        .unwrap_or_else(|e| panic!("cannot set a busy timeout: {e}"));
                     conn.batch_execute(&sql)
                         .unwrap_or_else(|e| panic!("`{sql}` failed: {e}"));
                 })

@@ -7,6 +7,7 @@ mod dashboard;
 mod errors;
 mod health;
 mod helpers;
+mod idempotency;
 mod links;
 mod qr;
 mod rate_limit;

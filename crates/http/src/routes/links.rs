@@ -1,10 +1,12 @@
 //! `/api/v1/links`: create (single and bulk), list, read, change, delete.
 
+use std::sync::Arc;
+
 use actix_web::web::{Data, Path};
-use actix_web::{HttpResponse, web};
+use actix_web::{HttpRequest, HttpResponse, web};
 use serde::{Deserialize, Serialize};
-use shortlink_domain::{Destination, LinkId, LinkRef, LinkView, Slug, Timestamp};
-use shortlink_storage::{CreateOutcome, NewLink};
+use shortlink_domain::{BaseUrl, Destination, LinkId, LinkRef, LinkView, Slug, Timestamp};
+use shortlink_storage::{CreateOutcome, LinkCompletion, NewLink, RenderCreation};
 use utoipa::{IntoParams, ToSchema};
 use validator::Validate;
 
@@ -12,6 +14,7 @@ use crate::auth::Authenticated;
 use crate::envelope::{Envelope, ok};
 use crate::error::{ApiError, ErrorBody, ErrorEnvelope, FieldError};
 use crate::extract::{JsonBody, QueryParams, parse_value};
+use crate::idempotency::{self, Begin};
 use crate::state::AppState;
 
 /// Most links in one bulk request.
@@ -165,59 +168,101 @@ fn validate(
 
 /// What a client learns of one stored link.
 fn outcome(
-    state: &AppState,
-    outcome: CreateOutcome,
-    slug: Option<String>,
+    base: &BaseUrl,
+    outcome: &CreateOutcome,
+    slug: Option<&str>,
 ) -> Result<LinkView, ApiError> {
     match outcome {
-        CreateOutcome::Created(link) => Ok(link.view(state.base())),
-        CreateOutcome::SlugConflict => Err(ApiError::SlugConflict(slug.unwrap_or_default())),
+        CreateOutcome::Created(link) => Ok(link.view(base)),
+        CreateOutcome::SlugConflict => Err(ApiError::SlugConflict(slug.unwrap_or_default().into())),
     }
 }
 
-/// Stores a batch in one transaction (shared with concurrent creations); outcomes in input order.
+/// Stores a request's links in one transaction (shared with concurrent creations) and answers
+/// with `answer`, applied to the outcomes in input order; that answer is also what a retry with
+/// the request's `Idempotency-Key` replays.
 async fn store_links(
     state: &AppState,
+    req: &HttpRequest,
+    auth: &Authenticated,
+    fingerprint: Option<&str>,
     links: Vec<NewLink>,
-) -> Result<Vec<Result<LinkView, ApiError>>, ApiError> {
-    let slugs: Vec<Option<String>> = links
-        .iter()
-        .map(|l| l.slug.as_ref().map(Slug::to_string))
-        .collect();
-    let outcomes = state.service.create_links(links).await?;
-    Ok(outcomes
-        .into_iter()
-        .zip(slugs)
-        .map(|(o, slug)| outcome(state, o, slug))
-        .collect())
+    answer: RenderCreation,
+) -> Result<HttpResponse, ApiError> {
+    let claim = match idempotency::begin(state, auth, req, fingerprint).await? {
+        Begin::Run(claim) => claim,
+        Begin::Replay(response) => return Ok(response),
+    };
+    if links.is_empty() && claim.is_none() {
+        return Ok(idempotency::respond(&answer(&[])));
+    }
+    let completion = claim.clone().map(|claim| LinkCompletion {
+        claim,
+        render: answer.clone(),
+    });
+    match state
+        .service
+        .create_links_completing(links, completion)
+        .await
+    {
+        Ok(outcomes) => Ok(idempotency::respond(&answer(&outcomes))),
+        Err(e) => {
+            idempotency::release(state, claim.as_ref()).await;
+            Err(e.into())
+        }
+    }
 }
 
 #[utoipa::path(post, path = "/api/v1/links", tag = "links", request_body = CreateLinkRequest,
+    params(("Idempotency-Key" = Option<String>, Header, description = "Makes a retry safe: the same key with the same body within 24 h answers the first answer again and creates nothing.")),
     responses(
         (status = 200, description = "The created link.", body = Envelope<LinkView>),
-        (status = 409, description = "`SLUG_CONFLICT`: the customSlug is taken.", body = ErrorEnvelope),
+        (status = 409, description = "`SLUG_CONFLICT`: the customSlug is taken; `IDEMPOTENCY_KEY_IN_USE`: the key's first request is still running.", body = ErrorEnvelope),
+        (status = 422, description = "`IDEMPOTENCY_KEY_REUSED`: the key was used with another body.", body = ErrorEnvelope),
     ))]
 async fn create(
     state: Data<AppState>,
+    req: HttpRequest,
     auth: Authenticated,
     body: JsonBody<CreateLinkRequest>,
 ) -> Result<HttpResponse, ApiError> {
-    let body = body.into_inner()?;
-    let link = validate(&state, &auth, body)?;
-    let view = store_links(&state, vec![link])
-        .await?
-        .pop()
-        .ok_or_else(|| ApiError::Internal("no outcome for the link".into()))??;
-    Ok(ok(view))
+    let fingerprint = body.fingerprint().map(str::to_owned);
+    let link = validate(&state, &auth, body.into_inner()?)?;
+    let (base, slug) = (
+        state.base().clone(),
+        link.slug.as_ref().map(Slug::to_string),
+    );
+    let answer: RenderCreation = Arc::new(move |outcomes| {
+        idempotency::stored(match outcomes {
+            [one] => outcome(&base, one, slug.as_deref()),
+            _ => Err(ApiError::Internal("no outcome for the link".into())),
+        })
+    });
+    store_links(
+        &state,
+        &req,
+        &auth,
+        fingerprint.as_deref(),
+        vec![link],
+        answer,
+    )
+    .await
 }
 
 #[utoipa::path(post, path = "/api/v1/links/bulk", tag = "links", request_body = BulkRequest,
-    responses((status = 200, description = "One result per item, in input order.", body = Envelope<Vec<BulkItem>>)))]
+    params(("Idempotency-Key" = Option<String>, Header, description = "As for POST /links.")),
+    responses(
+        (status = 200, description = "One result per item, in input order.", body = Envelope<Vec<BulkItem>>),
+        (status = 409, description = "`IDEMPOTENCY_KEY_IN_USE`: the key's first request is still running.", body = ErrorEnvelope),
+        (status = 422, description = "`IDEMPOTENCY_KEY_REUSED`: the key was used with another body.", body = ErrorEnvelope),
+    ))]
 async fn bulk(
     state: Data<AppState>,
+    req: HttpRequest,
     auth: Authenticated,
     items: JsonBody<Vec<serde_json::Value>>,
 ) -> Result<HttpResponse, ApiError> {
+    let fingerprint = items.fingerprint().map(str::to_owned);
     let items = items.into_inner()?;
     if items.is_empty() || items.len() > MAX_BULK {
         return Err(ApiError::invalid(format!(
@@ -232,44 +277,51 @@ async fn bulk(
         ));
     }
     // Each item is parsed and validated on its own; only valid ones reach the database, and their
-    // outcomes come back in the same order.
+    // outcomes come back in the same order. Per item: its error, or its custom slug.
     let mut valid = Vec::new();
-    let checked: Vec<Result<(), ApiError>> = items
+    let checked: Vec<Result<Option<String>, ErrorBody>> = items
         .into_iter()
         .map(|item| {
-            valid.push(parse_value(item).and_then(|req| validate(&state, &auth, req))?);
-            Ok(())
+            let link = parse_value(item)
+                .and_then(|req| validate(&state, &auth, req))
+                .map_err(|e| e.body())?;
+            let slug = link.slug.as_ref().map(Slug::to_string);
+            valid.push(link);
+            Ok(slug)
         })
         .collect();
-    let mut stored = match valid.is_empty() {
-        true => Vec::new(),
-        false => store_links(&state, valid).await?,
-    }
-    .into_iter();
-    let items: Vec<BulkItem> = checked
-        .into_iter()
-        .enumerate()
-        .map(|(index, checked)| {
-            let outcome = checked.and_then(|()| {
-                stored
-                    .next()
-                    .unwrap_or_else(|| Err(ApiError::Internal("missing bulk outcome".into())))
-            });
-            match outcome {
-                Ok(link) => BulkItem {
-                    index,
-                    link: Some(link),
-                    error: None,
-                },
-                Err(e) => BulkItem {
-                    index,
-                    link: None,
-                    error: Some(e.body()),
-                },
-            }
-        })
-        .collect();
-    Ok(ok(items))
+    let base = state.base().clone();
+    let answer: RenderCreation = Arc::new(move |outcomes| {
+        let mut stored = outcomes.iter();
+        let items: Vec<BulkItem> = checked
+            .iter()
+            .enumerate()
+            .map(|(index, checked)| {
+                let result = checked.clone().and_then(|slug| {
+                    let stored = stored
+                        .next()
+                        .ok_or(ApiError::Internal("missing bulk outcome".into()));
+                    stored
+                        .and_then(|o| outcome(&base, o, slug.as_deref()))
+                        .map_err(|e| e.body())
+                });
+                match result {
+                    Ok(link) => BulkItem {
+                        index,
+                        link: Some(link),
+                        error: None,
+                    },
+                    Err(error) => BulkItem {
+                        index,
+                        link: None,
+                        error: Some(error),
+                    },
+                }
+            })
+            .collect();
+        idempotency::stored(Ok(items))
+    });
+    store_links(&state, &req, &auth, fingerprint.as_deref(), valid, answer).await
 }
 
 #[utoipa::path(get, path = "/api/v1/links", tag = "links", params(ListQuery),

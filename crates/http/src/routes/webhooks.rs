@@ -1,7 +1,7 @@
 //! `/api/v1/webhooks`: register, list, read, delete endpoints, and read their deliveries.
 
 use actix_web::web::{Data, Path};
-use actix_web::{HttpResponse, web};
+use actix_web::{HttpRequest, HttpResponse, web};
 use serde::{Deserialize, Serialize};
 use shortlink_domain::{
     Delivery, DeliveryCursor, DeliveryState, EventKind, Timestamp, Webhook, WebhookId,
@@ -12,8 +12,9 @@ use validator::Validate;
 
 use crate::auth::Authenticated;
 use crate::envelope::{Envelope, ok};
-use crate::error::{ApiError, FieldError};
+use crate::error::{ApiError, ErrorEnvelope, FieldError};
 use crate::extract::{JsonBody, QueryParams};
+use crate::idempotency::{self, Begin};
 use crate::state::AppState;
 
 /// Deliveries per page unless `limit` says otherwise.
@@ -168,12 +169,19 @@ fn parse_events(events: &[String]) -> Result<Vec<EventKind>, FieldError> {
 }
 
 #[utoipa::path(post, path = "/api/v1/webhooks", tag = "webhooks", request_body = CreateWebhookRequest,
-    responses((status = 200, description = "The endpoint, with its signing secret (shown only here).", body = Envelope<WebhookView>)))]
+    params(("Idempotency-Key" = Option<String>, Header, description = "As for POST /links; a replay shows the secret again.")),
+    responses(
+        (status = 200, description = "The endpoint, with its signing secret (shown only here, and in a replay of this answer).", body = Envelope<WebhookView>),
+        (status = 409, description = "`IDEMPOTENCY_KEY_IN_USE`: the key's first request is still running.", body = ErrorEnvelope),
+        (status = 422, description = "`IDEMPOTENCY_KEY_REUSED`: the key was used with another body.", body = ErrorEnvelope),
+    ))]
 async fn create(
     state: Data<AppState>,
+    req: HttpRequest,
     auth: Authenticated,
     body: JsonBody<CreateWebhookRequest>,
 ) -> Result<HttpResponse, ApiError> {
+    let fingerprint = body.fingerprint().map(str::to_owned);
     let body = body.into_inner()?;
     let target = WebhookTarget::parse(
         &body.target_url,
@@ -201,11 +209,24 @@ async fn create(
         disabled_at: None,
         consecutive_failures: 0,
     };
-    state.store.create_webhook(&hook).await?;
+    let claim = match idempotency::begin(&state, &auth, &req, fingerprint.as_deref()).await? {
+        Begin::Run(claim) => claim,
+        Begin::Replay(response) => return Ok(response),
+    };
+    let answer = idempotency::stored(Ok(WebhookView::new(&hook, true)));
+    let completion = claim.clone().map(|claim| (claim, answer.clone()));
+    if let Err(e) = state
+        .store
+        .create_webhook_completing(&hook, completion)
+        .await
+    {
+        idempotency::release(&state, claim.as_ref()).await;
+        return Err(e.into());
+    }
     if hook.events.contains(&EventKind::LinkClicked) {
         state.service.listen_to_clicks(hook.workspace_id);
     }
-    Ok(ok(WebhookView::new(&hook, true)))
+    Ok(idempotency::respond(&answer))
 }
 
 #[utoipa::path(get, path = "/api/v1/webhooks", tag = "webhooks",

@@ -11,9 +11,11 @@ use shortlink_domain::{
     BaseUrl, Destination, Event, EventKind, Link, LinkId, LinkRef, Slug, WorkspaceId,
 };
 
+use super::complete_idempotency_key;
 use super::{Backend, Conn, Creation, begin_creation, insert_new_links, lock_for_writing, outbox};
 use crate::StorageError;
 use crate::hooks::{Hooks, Lookup, reading};
+use crate::idempotency::PlacedCompletion;
 use crate::model::{CounterKey, CreateOutcome, NewLink};
 use crate::rows::{LinkRow, NewLinkRow, RedirectRow, with_clicks};
 use crate::schema::{link_codes, link_codes_folded, links};
@@ -31,6 +33,7 @@ pub(crate) async fn create_links(
     c: &mut Conn,
     new: Vec<NewLink>,
     base: &BaseUrl,
+    completions: &[PlacedCompletion],
     creation: &Creation<'_>,
 ) -> Result<Vec<(CreateOutcome, Option<CounterKey>)>, StorageError> {
     c.transaction(async |c| -> Result<_, StorageError> {
@@ -93,10 +96,19 @@ pub(crate) async fn create_links(
             return Err(StorageError::Corrupt("no free generated short code"));
         }
         outbox::write(c, &subs, &created).await?;
-        Ok(outcomes
+        let outcomes: Vec<_> = outcomes
             .into_iter()
             .map(|o| o.unwrap_or((CreateOutcome::SlugConflict, None)))
-            .collect())
+            .collect();
+        for placed in completions {
+            let own: Vec<CreateOutcome> = outcomes[placed.links.clone()]
+                .iter()
+                .map(|(outcome, _)| outcome.clone())
+                .collect();
+            let response = (placed.completion.render)(&own);
+            complete_idempotency_key(c, &placed.completion.claim, &response).await?;
+        }
+        Ok(outcomes)
     })
     .await
 }

@@ -10,6 +10,7 @@
 
 mod clicks;
 mod deliveries;
+mod idempotency;
 mod links;
 mod outbox;
 mod webhooks;
@@ -24,6 +25,7 @@ pub(crate) use super::{
 pub(crate) type Backend = <Conn as diesel_async::AsyncConnectionCore>::Backend;
 pub(crate) use clicks::*;
 pub(crate) use deliveries::*;
+pub(crate) use idempotency::*;
 pub(crate) use links::*;
 pub(crate) use webhooks::*;
 pub(crate) use workspaces::*;

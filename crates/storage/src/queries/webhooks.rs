@@ -3,22 +3,34 @@
 use std::collections::HashSet;
 
 use diesel::prelude::*;
-use diesel_async::RunQueryDsl;
+use diesel_async::{AsyncConnection, RunQueryDsl};
 use shortlink_domain::{
     Delivery, DeliveryCursor, DeliveryState, EventKind, Webhook, WebhookId, WorkspaceId,
 };
 
 use super::Conn;
 use crate::StorageError;
+use crate::idempotency::{IdempotencyClaim, StoredResponse};
 use crate::rows::{DeliveryRow, WebhookRow, found, parsed, split_events};
 use crate::schema::{webhook_deliveries, webhooks};
 
-pub(crate) async fn insert_webhook(c: &mut Conn, hook: &Webhook) -> Result<(), StorageError> {
-    diesel::insert_into(webhooks::table)
-        .values(WebhookRow::from_domain(hook))
-        .execute(c)
-        .await?;
-    Ok(())
+/// Inserts an endpoint and, in the same transaction, completes its request's idempotency claim.
+pub(crate) async fn insert_webhook(
+    c: &mut Conn,
+    hook: &Webhook,
+    completion: Option<&(IdempotencyClaim, StoredResponse)>,
+) -> Result<(), StorageError> {
+    c.transaction(async |c| -> Result<(), StorageError> {
+        diesel::insert_into(webhooks::table)
+            .values(WebhookRow::from_domain(hook))
+            .execute(c)
+            .await?;
+        if let Some((claim, response)) = completion {
+            super::complete_idempotency_key(c, claim, response).await?;
+        }
+        Ok(())
+    })
+    .await
 }
 
 /// The workspaces with an active endpoint subscribed to `kind`.
