@@ -173,7 +173,8 @@ impl Application {
 }
 
 /// With an address, the metrics and their server on it (not yet serving); the service reports
-/// its flushes and webhook attempts to them, and its pending clicks at scrape time.
+/// its flushes and webhook attempts to them, and at scrape time its pending clicks, the webhook
+/// queue's depth and how busy its connection pools are.
 fn metrics_server(
     listen: Option<&str>,
     service: &Service,
@@ -191,9 +192,19 @@ fn metrics_server(
     service.observe_flushes(Arc::new(move |n, took| flushes.record_flush(n, took)));
     let attempts = metrics.clone();
     service.observe_deliveries(Arc::new(move |next| attempts.record_delivery(next)));
-    let pending = service.clone();
-    let gauges = Arc::new(move |m: &shortlink_http::metrics::Metrics| {
-        m.set_clicks_pending(pending.clicks_pending());
+    let service = service.clone();
+    let gauges: shortlink_http::metrics::ScrapeGauges = Arc::new(move |m| {
+        let service = service.clone();
+        Box::pin(async move {
+            m.set_clicks_pending(service.clicks_pending());
+            for pool in service.store().pool_usage() {
+                m.set_pool_usage(pool.pool, pool.in_use, pool.max);
+            }
+            // A database that does not answer leaves the last depth: the scrape still answers.
+            if let Ok(depth) = service.store().pending_deliveries().await {
+                m.set_webhook_queue(depth);
+            }
+        })
     });
     let server = shortlink_http::metrics::serve(listener, metrics.clone(), gauges)?;
     Ok((Some(metrics), Some(server)))

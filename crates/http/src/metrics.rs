@@ -35,6 +35,13 @@ pub const RATE_LIMITED: &str = "shortlink_rate_limited_requests_total";
 /// (failed, the last of the schedule).
 pub const WEBHOOK_DELIVERIES: &str = "shortlink_webhook_deliveries_total";
 
+/// Webhook deliveries waiting for their next attempt (read at scrape time).
+pub const WEBHOOK_QUEUE: &str = "shortlink_webhook_queue_depth";
+/// Database connections handed out, by pool (read at scrape time).
+pub const POOL_IN_USE: &str = "shortlink_db_connections_in_use";
+/// The most connections a pool opens, by pool.
+pub const POOL_MAX: &str = "shortlink_db_connections_max";
+
 /// Clicks counted and not yet written.
 pub const CLICKS_PENDING: &str = "shortlink_clicks_pending";
 /// Clicks written to the database.
@@ -80,6 +87,7 @@ pub struct Metrics {
     clicks_pending: Gauge,
     clicks_flushed: Counter,
     flush_seconds: Histogram,
+    webhook_queue: Gauge,
 }
 
 impl Default for Metrics {
@@ -111,6 +119,8 @@ impl Metrics {
             recorder.register_counter(&Key::from_static_name(CLICKS_FLUSHED), &METADATA);
         let flush_seconds =
             recorder.register_histogram(&Key::from_static_name(FLUSH_SECONDS), &METADATA);
+        let webhook_queue =
+            recorder.register_gauge(&Key::from_static_name(WEBHOOK_QUEUE), &METADATA);
         let mut metrics = Self {
             redirect: RouteSeries {
                 by_status: HashMap::new(),
@@ -126,6 +136,7 @@ impl Metrics {
             clicks_pending,
             clicks_flushed,
             flush_seconds,
+            webhook_queue,
         };
         for &status in REDIRECT_STATUSES {
             let counter = metrics.requests(REDIRECT_ROUTE, status);
@@ -195,6 +206,18 @@ impl Metrics {
         self.clicks_pending.set(clicks as f64);
     }
 
+    /// Sets the webhook deliveries waiting (read at scrape time).
+    pub fn set_webhook_queue(&self, deliveries: u64) {
+        self.webhook_queue.set(deliveries as f64);
+    }
+
+    /// Sets how busy a connection pool is (read at scrape time).
+    pub fn set_pool_usage(&self, pool: &'static str, in_use: usize, max: usize) {
+        let key = |name| Key::from_parts(name, vec![Label::new("pool", pool)]);
+        (self.recorder.register_gauge(&key(POOL_IN_USE), &METADATA)).set(in_use as f64);
+        (self.recorder.register_gauge(&key(POOL_MAX), &METADATA)).set(max as f64);
+    }
+
     /// Every series, in the Prometheus text format.
     pub fn render(&self) -> String {
         self.handle.render()
@@ -237,6 +260,21 @@ fn describe(recorder: &PrometheusRecorder) {
         None,
         "Clicks written to the database.".into(),
     );
+    recorder.describe_gauge(
+        WEBHOOK_QUEUE.into(),
+        None,
+        "Webhook deliveries waiting for their next attempt.".into(),
+    );
+    recorder.describe_gauge(
+        POOL_IN_USE.into(),
+        None,
+        "Database connections handed out, by pool.".into(),
+    );
+    recorder.describe_gauge(
+        POOL_MAX.into(),
+        None,
+        "The most connections a pool opens, by pool.".into(),
+    );
     recorder.describe_histogram(
         FLUSH_SECONDS.into(),
         Some(Unit::Seconds),
@@ -244,8 +282,11 @@ fn describe(recorder: &PrometheusRecorder) {
     );
 }
 
-/// Sets the gauges read at scrape time, just before the metrics are rendered.
-pub type ScrapeGauges = std::sync::Arc<dyn Fn(&Metrics) + Send + Sync>;
+/// Sets the gauges read at scrape time, just before the metrics are rendered (some ask the
+/// database, hence a future).
+pub type ScrapeGauges = std::sync::Arc<
+    dyn Fn(Data<Metrics>) -> futures_util::future::BoxFuture<'static, ()> + Send + Sync,
+>;
 
 /// Serves `GET /metrics` on `listener` (one worker, no signal handling: the caller stops it
 /// with the main server), running `gauges` before each render, and folds unscraped histogram
@@ -280,7 +321,7 @@ pub fn serve(
 }
 
 async fn scrape(metrics: Data<Metrics>, gauges: Data<ScrapeGauges>) -> HttpResponse {
-    gauges.as_ref()(&metrics);
+    gauges.as_ref()(metrics.clone()).await;
     HttpResponse::Ok()
         .content_type("text/plain; version=0.0.4; charset=utf-8")
         .body(metrics.render())

@@ -22,6 +22,6 @@ pub use idempotency::{
 pub use model::{
     AuthenticatedKey, ClickBatch, CounterKey, CreateOutcome, DEFAULT_REDIRECT_INDEX_MIB,
     DatabaseKind, FOLD_INTERVAL as CLICK_FOLD_INTERVAL, LinkClicks, NewLink, PoolOptions,
-    RedirectTarget, ServerOptions, StoreOptions,
+    PoolUsage, RedirectTarget, ServerOptions, StoreOptions,
 };
 pub use store::Store;

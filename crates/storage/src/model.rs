@@ -27,6 +27,31 @@ pub enum DatabaseKind {
     Postgres,
 }
 
+/// How busy one connection pool is (metrics).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PoolUsage {
+    /// `postgres`, or SQLite's `reader` and `writer`.
+    pub pool: &'static str,
+    /// Connections handed out now.
+    pub in_use: usize,
+    /// The most it opens.
+    pub max: usize,
+}
+
+impl PoolUsage {
+    pub(crate) fn of<M: deadpool::managed::Manager>(
+        pool: &'static str,
+        of: &deadpool::managed::Pool<M>,
+    ) -> Self {
+        let status = of.status();
+        Self {
+            pool,
+            in_use: status.size.saturating_sub(status.available),
+            max: status.max_size,
+        }
+    }
+}
+
 /// Pool sizing.
 #[derive(Debug, Clone, Copy)]
 pub struct PoolOptions {

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use crate::idempotency::{ClaimOutcome, IdempotencyClaim, PlacedCompletion, StoredResponse};
 use crate::model::{
-    AuthenticatedKey, ClickBatch, CreateOutcome, DatabaseKind, NewLink, PoolOptions,
+    AuthenticatedKey, ClickBatch, CreateOutcome, DatabaseKind, NewLink, PoolOptions, PoolUsage,
     RedirectTarget, StoreOptions,
 };
 use crate::pg::Postgres;
@@ -617,6 +617,23 @@ impl Store {
             |s| async move { dispatch!(s, write, insert_webhook(&hook, completion.as_ref())) },
         )
         .await
+    }
+
+    /// How busy the connection pools are.
+    pub fn pool_usage(&self) -> Vec<PoolUsage> {
+        match &self.backend {
+            Backend::Postgres(pool) => vec![PoolUsage::of("postgres", pool)],
+            Backend::Sqlite(sqlite) => vec![
+                PoolUsage::of("reader", sqlite.readers()),
+                PoolUsage::of("writer", sqlite.writer_pool()),
+            ],
+        }
+    }
+
+    /// Webhook deliveries waiting for their next attempt: the delivery queue's depth.
+    pub async fn pending_deliveries(&self) -> Result<u64, StorageError> {
+        self.detached(|s| async move { dispatch!(s, read, count_pending_deliveries()) })
+            .await
     }
 
     /// Claims an idempotency key for a creating request (see [`ClaimOutcome`]). A claimed key is

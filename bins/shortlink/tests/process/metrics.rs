@@ -211,6 +211,16 @@ async fn webhook_attempts_are_counted_by_outcome() {
     assert_eq!(scrape.value(deliveries, &[("outcome", "failed")]), 0.0);
     assert_eq!(healthy.received().len(), 1);
     assert_eq!(failing.received().len(), 1);
+    // The failed delivery waits for its next attempt: the queue holds it alone.
+    eventually(
+        "the queue's depth is the one delivery due again",
+        std::time::Duration::from_secs(20),
+        async || {
+            let scrape = Scrape::take(&scrape_url).await;
+            (scrape.value("shortlink_webhook_queue_depth", &[]) == 1.0).then_some(())
+        },
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -245,6 +255,14 @@ async fn clicks_go_from_pending_to_flushed() {
     .await;
     assert_eq!(after.value(flushed, &[]) - before.value(flushed, &[]), 7.0);
     assert_eq!(after.value("shortlink_clicks_pending", &[]), 0.0);
+    // SQLite's pools: one writer connection, and readers beside it.
+    let pool = |name, pool| after.value(name, &[("pool", pool)]);
+    assert_eq!(pool("shortlink_db_connections_max", "writer"), 1.0);
+    assert!(pool("shortlink_db_connections_max", "reader") >= 1.0);
+    for pool in ["reader", "writer"] {
+        let series = format!("shortlink_db_connections_in_use{{pool=\"{pool}\"}}");
+        assert!(after.0.contains_key(&series), "{series} is reported");
+    }
     let flushes = "shortlink_clicks_flush_duration_seconds_count";
     assert!(
         after.value(flushes, &[]) > before.value(flushes, &[]),

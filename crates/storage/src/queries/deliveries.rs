@@ -149,3 +149,13 @@ pub(crate) fn due(now: i64, limit: i64) -> _ {
         .order(webhook_deliveries::next_attempt_at.asc())
         .limit(limit)
 }
+
+/// Deliveries still to be made (the queue's depth), through the `(state, next_attempt_at)` index.
+pub(crate) async fn count_pending_deliveries(c: &mut Conn) -> Result<u64, StorageError> {
+    let count: i64 = webhook_deliveries::table
+        .filter(webhook_deliveries::state.eq(DeliveryState::Pending.as_str()))
+        .count()
+        .get_result(c)
+        .await?;
+    Ok(u64::try_from(count).unwrap_or(0))
+}

@@ -105,6 +105,11 @@ impl Sqlite {
     }
 
     /// The reader connections.
+    /// The writer's pool, for its usage only: writes take [`Sqlite::writer`].
+    pub(crate) fn writer_pool(&self) -> &SqlitePool {
+        &self.writer
+    }
+
     pub(crate) fn readers(&self) -> &SqlitePool {
         &self.readers
     }
