@@ -12,7 +12,6 @@ pub mod openapi;
 pub mod ratelimit;
 pub mod routes;
 pub mod state;
-pub mod throttled_log;
 
 use actix_web::web::{self, Data};
 use actix_web::{HttpResponse, middleware as actix_middleware};

@@ -10,7 +10,10 @@
 //! uses for its key cache: on the redirect, moka's bookkeeping (access-order deques,
 //! pending-task draining) was about a tenth of the server's CPU, and a lookup here is most of
 //! the route's own work.
-//! The time to live is checked on read, against the time an entry was stored.
+//! The time to live is checked on read, against the time an entry was stored. A link's entry
+//! outlives its time to live by [`STALE_FOR`]: not to answer from (a lookup past the time to live
+//! asks the database), but to answer from when the database does not (stale-if-error, see
+//! `outage.rs`).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -29,28 +32,42 @@ pub(crate) enum Cached {
     Unknown,
 }
 
-/// A cache whose entries expire `ttl` after they were stored.
+/// How long past its time to live a link's entry may still answer while the database does not.
+pub const STALE_FOR: Duration = Duration::from_secs(10 * 60);
+
+/// A cache whose entries expire `ttl` after they were stored, and are kept `keep` (at least
+/// `ttl`) for [`Expiring::get_stale`].
 struct Expiring<V: Clone> {
     entries: Cache<Box<str>, (Instant, V)>,
     ttl: Duration,
+    keep: Duration,
 }
 
 impl<V: Clone> Expiring<V> {
-    fn new(capacity: usize, ttl: Duration) -> Self {
+    fn new(capacity: usize, ttl: Duration, keep: Duration) -> Self {
         Self {
             entries: Cache::new(capacity),
             ttl,
+            keep: keep.max(ttl),
         }
     }
 
     fn get(&self, code: &str) -> Option<V> {
         let (stored, value) = self.entries.get(code)?;
-        if stored.elapsed() < self.ttl {
-            Some(value)
-        } else {
-            self.entries.remove(code);
-            None
+        let age = stored.elapsed();
+        if age < self.ttl {
+            return Some(value);
         }
+        if age >= self.keep {
+            self.entries.remove(code);
+        }
+        None
+    }
+
+    /// The entry, fresh or not, while it is kept.
+    fn get_stale(&self, code: &str) -> Option<V> {
+        let (stored, value) = self.entries.get(code)?;
+        (stored.elapsed() < self.keep).then_some(value)
     }
 
     fn insert(&self, code: &str, value: V) {
@@ -68,23 +85,18 @@ pub(crate) struct LinkCache {
     absent: Expiring<()>,
 }
 
-impl Default for LinkCache {
-    fn default() -> Self {
-        Self::new(
-            100_000,
-            100_000,
-            Duration::from_secs(60),
-            Duration::from_secs(5),
-        )
-    }
-}
+/// How long a link's entry answers without asking the database.
+pub const FOUND_TTL: Duration = Duration::from_secs(60);
+
+/// How long an unknown code's entry answers "not found".
+const ABSENT_TTL: Duration = Duration::from_secs(5);
 
 impl LinkCache {
-    /// Caches of the given capacities (entries) and lifetimes.
-    fn new(found: usize, absent: usize, found_ttl: Duration, absent_ttl: Duration) -> Self {
+    /// Caches of 100,000 entries each; a link's entry answers for `found_ttl`.
+    pub fn new(found_ttl: Duration) -> Self {
         Self {
-            found: Expiring::new(found, found_ttl),
-            absent: Expiring::new(absent, absent_ttl),
+            found: Expiring::new(100_000, found_ttl, found_ttl + STALE_FOR),
+            absent: Expiring::new(100_000, ABSENT_TTL, ABSENT_TTL),
         }
     }
 
@@ -97,6 +109,12 @@ impl LinkCache {
         } else {
             Cached::Unknown
         }
+    }
+
+    /// A code's link as last seen, up to [`STALE_FOR`] past its time to live: for when the
+    /// database does not answer.
+    pub fn stale(&self, code: &str) -> Option<Arc<RedirectTarget>> {
+        self.found.get_stale(code)
     }
 
     /// Remembers a code's link.
@@ -122,14 +140,25 @@ mod tests {
 
     #[test]
     fn entries_last_their_time_to_live_and_no_longer() {
-        let live = Expiring::new(10, Duration::from_secs(60));
+        let live = Expiring::new(10, Duration::from_secs(60), Duration::ZERO);
         live.insert("a", 1);
         assert_eq!(live.get("a"), Some(1));
         live.remove("a");
         assert_eq!(live.get("a"), None);
 
-        let expired = Expiring::new(10, Duration::ZERO);
+        let expired = Expiring::new(10, Duration::ZERO, Duration::ZERO);
         expired.insert("a", 1);
         assert_eq!(expired.get("a"), None);
+        assert_eq!(expired.get_stale("a"), None);
+    }
+
+    #[test]
+    fn an_expired_entry_is_kept_for_stale_answers_and_invalidation_removes_it() {
+        let kept = Expiring::new(10, Duration::ZERO, Duration::from_secs(60));
+        kept.insert("a", 1);
+        assert_eq!(kept.get("a"), None, "past its time to live");
+        assert_eq!(kept.get_stale("a"), Some(1), "still kept");
+        kept.remove("a");
+        assert_eq!(kept.get_stale("a"), None);
     }
 }

@@ -5,7 +5,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use shortlink_domain::{BaseUrl, ClickInfo, Destination, Link, LinkRef, Slug, WorkspaceId};
-use shortlink_storage::{CreateOutcome, LinkCompletion, NewLink, RedirectTarget, Store};
+use shortlink_storage::{
+    CreateOutcome, LinkCompletion, NewLink, RedirectTarget, StorageError, Store,
+};
 use shortlink_webhooks::{AttemptObserver, DeliveryWorker, WakeHandle, WorkerConfig};
 use tokio::sync::watch;
 
@@ -13,6 +15,7 @@ use crate::ServiceError;
 use crate::cache::{Cached, LinkCache};
 use crate::clicks::{ClickCounter, FlushObserver};
 use crate::create::LinkCreator;
+use crate::outage::Outage;
 
 /// How long a stop keeps retrying to write the last clicks by default.
 pub const CLICK_DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
@@ -28,6 +31,9 @@ pub struct ServiceSettings {
     /// How long a stop keeps retrying to write the last clicks while the database is
     /// unavailable ([`CLICK_DRAIN_TIMEOUT`] by default).
     pub click_drain_timeout: Duration,
+    /// How long a cached link answers redirects before the database is asked again, where the
+    /// store does not answer from memory ([`crate::FOUND_TTL`] by default).
+    pub redirect_cache_ttl: Duration,
 }
 
 impl ServiceSettings {
@@ -37,6 +43,7 @@ impl ServiceSettings {
             base_url,
             webhooks: WorkerConfig::default(),
             click_drain_timeout: CLICK_DRAIN_TIMEOUT,
+            redirect_cache_ttl: crate::FOUND_TTL,
         }
     }
 }
@@ -59,6 +66,8 @@ struct Inner {
     /// Code → redirect target, with negative entries, where the store does not answer from
     /// memory.
     cache: LinkCache,
+    /// Whether the redirect found the database down (stale-if-error).
+    outage: Outage,
     clicks: ClickCounter,
     creator: LinkCreator,
     /// Woken after events were written to the outbox, so delivery starts at once.
@@ -87,8 +96,9 @@ impl Service {
         Ok(Self {
             inner: Arc::new(Inner {
                 store,
+                cache: LinkCache::new(settings.redirect_cache_ttl),
                 settings,
-                cache: LinkCache::default(),
+                outage: Outage::default(),
                 clicks: ClickCounter::default(),
                 creator,
                 wake,
@@ -116,6 +126,8 @@ impl Service {
     /// answers exactly, at once, with no cache in front; otherwise the cache answers (found, or
     /// known absent), and on a miss the store reads once and the cache remembers the answer. A
     /// code that could never be a slug never reaches the database, nor the negative cache.
+    /// While the database is unavailable, a link seen before answers from memory (see
+    /// `outage.rs`).
     pub async fn resolve(&self, code: &str) -> Result<Option<Arc<RedirectTarget>>, ServiceError> {
         let (store, cache) = (&self.inner.store, &self.inner.cache);
         if store.resolves_in_memory() {
@@ -129,7 +141,20 @@ impl Service {
         if Slug::parse(code).is_err() {
             return Ok(None);
         }
-        match store.resolve(self.domain(), code).await? {
+        let outage = &self.inner.outage;
+        if outage.is_down() {
+            return self.stale(code, unavailable());
+        }
+        let found = match store.resolve(self.domain(), code).await {
+            Ok(found) => found,
+            Err(e) if e.is_unavailable() => {
+                outage.went_down();
+                return self.stale(code, e);
+            }
+            Err(e) => return Err(e.into()),
+        };
+        outage.is_up();
+        match found {
             Some(target) => {
                 let target = Arc::new(target);
                 cache.insert(code, target.clone());
@@ -140,6 +165,17 @@ impl Service {
                 Ok(None)
             }
         }
+    }
+
+    /// The link `code` had when the database last answered, or `error` (stale-if-error).
+    fn stale(
+        &self,
+        code: &str,
+        error: StorageError,
+    ) -> Result<Option<Arc<RedirectTarget>>, ServiceError> {
+        let target = self.inner.cache.stale(code).ok_or(error)?;
+        self.inner.outage.answered_stale();
+        Ok(Some(target))
     }
 
     /// Counts one click on `link` (from [`Service::resolve`]), in memory: no I/O, no await.
@@ -345,4 +381,9 @@ async fn forget_idempotency_keys(store: Store, stop: impl Future<Output = ()>) {
         () = forget => {}
         () = stop => {}
     }
+}
+
+/// What a lookup that skipped the database answers for a code it has not seen.
+fn unavailable() -> StorageError {
+    StorageError::Unavailable("the database was unavailable a moment ago".into())
 }

@@ -24,4 +24,4 @@ pub use model::{
     DatabaseKind, FOLD_INTERVAL as CLICK_FOLD_INTERVAL, LinkClicks, NewLink, PoolOptions,
     PoolUsage, RedirectTarget, ServerOptions, StoreOptions,
 };
-pub use store::Store;
+pub use store::{ANSWER_WITHIN, Store};

@@ -20,6 +20,27 @@ use crate::pool::{self, PgPool};
 use crate::sqlite::Sqlite;
 use crate::{StorageError, migrate};
 
+/// How long a PostgreSQL call may take in all before it fails as unavailable: an API request
+/// answers 503 within this (plus its own work) whatever the network does.
+pub const ANSWER_WITHIN: Duration = Duration::from_secs(5);
+
+/// `call`, or [`StorageError::Unavailable`] once `bound` has passed.
+async fn within<T>(
+    bound: Duration,
+    call: impl std::future::Future<Output = Result<T, StorageError>>,
+) -> Result<T, StorageError> {
+    tokio::time::timeout(bound, call).await.map_err(|_| {
+        StorageError::Unavailable(format!(
+            "the database did not answer within {} s",
+            bound.as_secs_f32()
+        ))
+    })?
+}
+
+/// The same bound for a flush of clicks, which may write many rows: long enough for the largest
+/// batch, short enough that a flush stuck on a dead connection gives its batch back and retries.
+const WRITE_CLICKS_WITHIN: Duration = Duration::from_secs(30);
+
 #[derive(Clone)]
 enum Backend {
     Postgres(PgPool),
@@ -119,8 +140,25 @@ impl Store {
     /// place until the blocking task ends, and that panics on a single-threaded runtime such as
     /// an actix worker's. So SQLite queries run as tasks of the runtime that opened the store,
     /// and a caller that goes away merely stops waiting for the task. PostgreSQL queries are
-    /// cancel-safe and run in place.
+    /// cancel-safe and run in place, within [`ANSWER_WITHIN`].
     async fn detached<T, F>(&self, query: impl FnOnce(Store) -> F) -> Result<T, StorageError>
+    where
+        F: std::future::Future<Output = Result<T, StorageError>> + Send + 'static,
+        T: Send + 'static,
+    {
+        self.detached_within(ANSWER_WITHIN, query).await
+    }
+
+    /// [`Store::detached`], with PostgreSQL given `bound` in all (pool wait, connect, the
+    /// statements): a database that stops answering (a frozen network drops no connection, and
+    /// the server's `statement_timeout` cannot reach a client it cannot talk to) fails the call
+    /// as [`StorageError::Unavailable`] instead of hanging it. A connection abandoned half-way is
+    /// discarded by the pool, which checks it on return.
+    async fn detached_within<T, F>(
+        &self,
+        bound: Duration,
+        query: impl FnOnce(Store) -> F,
+    ) -> Result<T, StorageError>
     where
         F: std::future::Future<Output = Result<T, StorageError>> + Send + 'static,
         T: Send + 'static,
@@ -130,7 +168,8 @@ impl Store {
                 .spawn(query(self.clone()))
                 .await
                 .map_err(|e| StorageError::Unavailable(format!("storage task failed: {e}")))?,
-            _ => query(self.clone()).await,
+            (Backend::Sqlite(_), None) => query(self.clone()).await,
+            (Backend::Postgres(_), _) => within(bound, query(self.clone())).await,
         }
     }
 
@@ -393,7 +432,10 @@ impl Store {
         match &self.backend {
             Backend::Sqlite(sqlite) => sqlite.resolve(domain, code),
             Backend::Postgres(pool) => {
-                crate::pg::resolve(&mut *pool.get().await?, domain, code).await
+                within(ANSWER_WITHIN, async {
+                    crate::pg::resolve(&mut *pool.get().await?, domain, code).await
+                })
+                .await
             }
         }
     }
@@ -518,8 +560,10 @@ impl Store {
             return Ok(());
         }
         let base = base.clone();
-        self.detached(|s| async move { dispatch!(s, write, record_clicks(&batch, &base), hooks) })
-            .await
+        self.detached_within(WRITE_CLICKS_WITHIN, |s| async move {
+            dispatch!(s, write, record_clicks(&batch, &base), hooks)
+        })
+        .await
     }
 
     /// On SQLite, journals every later batch of clicks instead of adding it to the counters in

@@ -2,6 +2,8 @@
 //! on the server `TEST_POSTGRES_URL` names. Each is removed when dropped, so tests run in
 //! parallel and leave nothing behind.
 
+pub mod fault_proxy;
+
 use std::io::Write;
 use std::path::PathBuf;
 

@@ -5,6 +5,8 @@
     reason = "a test fails by panicking, and helpers are part of tests"
 )]
 
+mod outage;
+
 use shortlink_domain::{
     BaseUrl, ClickInfo, Destination, LinkId, LinkRef, RateLimit, Slug, Timestamp, Workspace,
     WorkspaceId,

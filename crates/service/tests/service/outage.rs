@@ -1,0 +1,132 @@
+//! A database that stops answering, through a proxy the test controls (PostgreSQL: the network
+//! between instances and their database is what fails in practice).
+
+use std::time::{Duration, Instant};
+
+use shortlink_service::{PROBE_EVERY, Service, ServiceError, ServiceSettings};
+use shortlink_storage::testing::TestDatabase;
+use shortlink_storage::testing::fault_proxy::{Fault, FaultProxy};
+use shortlink_storage::{ANSWER_WITHIN, Store, StoreOptions};
+
+use crate::{base, destination, new_link, workspace};
+
+/// How long past the database's bound a caller may wait in all (scheduling, a slow machine).
+const SLACK: Duration = Duration::from_secs(1);
+
+fn is_unavailable<T: std::fmt::Debug>(result: Result<T, ServiceError>) -> bool {
+    matches!(result, Err(ServiceError::Storage(ref e)) if e.is_unavailable())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frozen_database_fails_fast_and_links_seen_keep_redirecting() {
+    let Some(db) = TestDatabase::postgres("service::outage::frozen").await else {
+        return;
+    };
+    db.store().await;
+    let (proxy, url) = FaultProxy::for_postgres(&db.url).await;
+    let store = Store::open(&url, StoreOptions::default()).await.unwrap();
+    let mut settings = ServiceSettings::new(base());
+    settings.redirect_cache_ttl = Duration::from_millis(100);
+    let service = Service::new(store.clone(), settings).unwrap();
+    let acme = workspace(&store).await;
+    let links = vec![
+        new_link(&acme, "seen", "https://example.com/seen"),
+        new_link(&acme, "unseen", "https://example.com/unseen"),
+    ];
+    service.create_links(links).await.unwrap();
+    let seen = Some("https://example.com/seen".to_owned());
+    assert_eq!(destination(&service, "seen").await, seen);
+
+    proxy.set(Fault::Freeze);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    // Past its cache lifetime, the link asks the database, which does not answer within its
+    // bound: the link redirects from memory all the same.
+    let started = Instant::now();
+    assert_eq!(destination(&service, "seen").await, seen);
+    assert!(
+        started.elapsed() < ANSWER_WITHIN + SLACK,
+        "{:?}",
+        started.elapsed()
+    );
+    // The next lookups do not wait for the database again: the seen link answers, a link never
+    // looked up is unavailable, both at once.
+    let started = Instant::now();
+    assert_eq!(destination(&service, "seen").await, seen);
+    assert!(is_unavailable(service.resolve("unseen").await));
+    assert!(started.elapsed() < ANSWER_WITHIN, "{:?}", started.elapsed());
+    // Any other use of the database fails within its bound rather than hanging.
+    let started = Instant::now();
+    let listed = store.list_links(acme.id, 10, None).await;
+    assert!(
+        matches!(listed, Err(ref e) if e.is_unavailable()),
+        "{listed:?}"
+    );
+    assert!(
+        started.elapsed() < ANSWER_WITHIN + SLACK,
+        "{:?}",
+        started.elapsed()
+    );
+
+    // The network comes back: within a probe interval, lookups reach the database again.
+    proxy.set(Fault::None);
+    tokio::time::sleep(PROBE_EVERY).await;
+    let mut answered = None;
+    for _ in 0..100 {
+        if let Ok(found) = service.resolve("unseen").await {
+            answered = Some(found.map(|t| t.destination.as_str().to_owned()));
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        answered,
+        Some(Some("https://example.com/unseen".to_owned()))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_or_reset_database_is_unavailable_not_an_error() {
+    let Some(db) = TestDatabase::postgres("service::outage::reset").await else {
+        return;
+    };
+    db.store().await;
+    let (proxy, url) = FaultProxy::for_postgres(&db.url).await;
+    let store = Store::open(&url, StoreOptions::default()).await.unwrap();
+    let service = Service::new(store.clone(), ServiceSettings::new(base())).unwrap();
+    let acme = workspace(&store).await;
+    service
+        .create_links(vec![new_link(&acme, "a", "https://example.com/a")])
+        .await
+        .unwrap();
+
+    // Every open connection is cut, and new ones are refused.
+    proxy.set(Fault::Reset);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    proxy.set(Fault::Refuse);
+    let started = Instant::now();
+    let listed = store.list_links(acme.id, 10, None).await;
+    assert!(
+        matches!(listed, Err(ref e) if e.is_unavailable()),
+        "{listed:?}"
+    );
+    assert!(
+        started.elapsed() < ANSWER_WITHIN + SLACK,
+        "{:?}",
+        started.elapsed()
+    );
+
+    proxy.set(Fault::None);
+    let mut listed = Err(());
+    for _ in 0..100 {
+        listed = store.list_links(acme.id, 10, None).await.map_err(|_| ());
+        if listed.is_ok() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        listed.map(|links| links.len()),
+        Ok(1),
+        "the pool reconnects by itself"
+    );
+}
