@@ -46,6 +46,8 @@ pub struct Config {
     pub log_redirects: bool,
     /// Where to serve Prometheus metrics at `/metrics`; `None`: no metrics are recorded.
     pub metrics_listen: Option<String>,
+    /// How long a request body may take to arrive whole before the request is answered 408.
+    pub request_body_timeout: Duration,
 }
 
 impl Config {
@@ -68,6 +70,7 @@ impl Config {
             root_redirect: None,
             log_redirects: false,
             metrics_listen: None,
+            request_body_timeout: shortlink_http::extract::REQUEST_BODY_TIMEOUT,
         }
     }
 }

@@ -81,6 +81,7 @@ impl Application {
             webhook_allow_private_targets: config.webhook_allow_private_targets,
             auth_failures_per_minute: config.auth_failures_per_minute,
             root_redirect: config.root_redirect.clone(),
+            request_body_timeout: config.request_body_timeout,
         };
         let state = Data::new(AppState::new(service.clone(), settings));
         let access_log = shortlink_http::middleware::AccessLog {

@@ -67,6 +67,9 @@ pub enum ApiError {
     /// The `Idempotency-Key` was used for another request.
     #[error("this Idempotency-Key was used for a different request")]
     IdempotencyKeyReused,
+    /// The body did not arrive whole in time.
+    #[error("the request body did not arrive within {0} s")]
+    RequestTimeout(u64),
     /// The body is over the limit.
     #[error("request body must be at most 1 MiB")]
     PayloadTooLarge,
@@ -122,6 +125,7 @@ impl ApiError {
             ApiError::IdempotencyKeyReused => {
                 (StatusCode::UNPROCESSABLE_ENTITY, "IDEMPOTENCY_KEY_REUSED")
             }
+            ApiError::RequestTimeout(_) => (StatusCode::REQUEST_TIMEOUT, "REQUEST_TIMEOUT"),
             ApiError::PayloadTooLarge => (StatusCode::PAYLOAD_TOO_LARGE, "PAYLOAD_TOO_LARGE"),
             ApiError::UriTooLong => (StatusCode::URI_TOO_LONG, "URI_TOO_LONG"),
             ApiError::HeadersTooLarge => (

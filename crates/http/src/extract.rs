@@ -10,6 +10,10 @@ use serde::de::DeserializeOwned;
 
 use crate::error::{ApiError, FieldError};
 
+/// How long a request body may take to arrive whole, by default: a client that trickles its
+/// body (or stops sending it) holds a connection and a worker's attention no longer.
+pub const REQUEST_BODY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// Largest accepted request body.
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
 
@@ -47,10 +51,18 @@ impl<T: DeserializeOwned + 'static> FromRequest for JsonBody<T> {
         let json = is_json(req);
         let route = crate::idempotency::has_key(req).then(|| req.path().to_owned());
         let bytes = Bytes::from_request(req, payload);
+        let timeout = req
+            .app_data::<actix_web::web::Data<crate::AppState>>()
+            .map_or(REQUEST_BODY_TIMEOUT, |state| {
+                state.settings.request_body_timeout
+            });
         Box::pin(async move {
             // The body is read even when the content type is wrong, so the connection stays
             // usable for the next request.
-            let bytes = bytes.await.map_err(body_error);
+            let bytes = match tokio::time::timeout(timeout, bytes).await {
+                Ok(bytes) => bytes.map_err(body_error),
+                Err(_) => Err(ApiError::RequestTimeout(timeout.as_secs())),
+            };
             let fingerprint = match (&route, &bytes) {
                 (Some(route), Ok(bytes)) => Some(crate::idempotency::fingerprint(route, bytes)),
                 _ => None,

@@ -195,6 +195,10 @@ fn conventions(op: &mut Operation, by_id: bool) {
     );
     if op.request_body.is_some() {
         add(ApiError::PayloadTooLarge, "the body is over 1 MiB.");
+        add(
+            ApiError::RequestTimeout(30),
+            "the body did not arrive whole within 30 s.",
+        );
     }
     if by_id {
         add(

@@ -18,6 +18,9 @@ pub struct HttpSettings {
     pub auth_failures_per_minute: u32,
     /// Where `/` sends visitors instead of serving the dashboard (`--root-redirect`).
     pub root_redirect: Option<crate::routes::dashboard::RootRedirect>,
+    /// How long a request body may take to arrive whole
+    /// ([`crate::extract::REQUEST_BODY_TIMEOUT`] by default); then 408 `REQUEST_TIMEOUT`.
+    pub request_body_timeout: std::time::Duration,
 }
 
 /// The state behind every route, built once by the server and shared by all workers.

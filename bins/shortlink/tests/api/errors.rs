@@ -455,3 +455,19 @@ async fn every_response_carries_a_request_id() {
     );
     assert_eq!(assert_ok(a).await["status"], "ok");
 }
+
+/// A body that stops arriving is answered 408 with the envelope once the server's body timeout
+/// has passed (here the harness's, well within the client's deadline), and creates nothing.
+#[tokio::test]
+async fn a_body_that_stops_arriving_is_408() {
+    let app = TestApp::spawn().await;
+    let head = format!(
+        "POST /api/v1/links HTTP/1.1\r\nAuthorization: Bearer {}\r\n\
+         Content-Type: application/json\r\nContent-Length: 100",
+        app.key
+    );
+    let res = app.raw(&head, br#"{"destination": "https://exa"#).await;
+    assert_raw_error(&res, 408, "REQUEST_TIMEOUT", "a body 72 bytes short");
+    let page = assert_ok(app.get("/links").await).await;
+    assert_eq!(page["items"], json!([]));
+}

@@ -18,6 +18,9 @@ use tokio::task::JoinHandle;
 /// cache entry expired, a delivery listed).
 pub const DEADLINE: Duration = Duration::from_secs(5);
 
+/// How long the harness's servers wait for a request body.
+pub const BODY_TIMEOUT: Duration = Duration::from_secs(2);
+
 /// The test servers' fold interval on SQLite: short, so a test sees clicks reach the file.
 const CLICK_FOLD_INTERVAL: Duration = Duration::from_secs(1);
 
@@ -94,6 +97,8 @@ impl TestApp {
             workers: Some(1),
             max_connections: 4,
             click_fold_interval: CLICK_FOLD_INTERVAL,
+            // Far more than a body needs over loopback, and short enough to test the 408.
+            request_body_timeout: BODY_TIMEOUT,
             ..Config::new(db.url.clone())
         };
         let app = Application::build(config)
