@@ -144,3 +144,46 @@ async fn readiness_needs_the_schema_this_build_expects(app: TestApp) {
     let ready = send(app.client.get(app.url("/readyz"))).await;
     assert_error(ready, 503, "SERVICE_UNAVAILABLE").await;
 }
+
+/// The network to PostgreSQL freezes (connections stay open, nothing passes): API requests answer
+/// 503 within the documented 6 s instead of hanging, a link seen before keeps redirecting, and
+/// everything recovers when the network does.
+#[tokio::test]
+async fn a_frozen_postgres_network_is_503_within_six_seconds() {
+    use shortlink_storage::testing::fault_proxy::{Fault, FaultProxy};
+    let test = concat!(module_path!(), "::a_frozen_postgres_network");
+    let Some(db) = TestDatabase::postgres(test).await else {
+        return;
+    };
+    let (proxy, url) = FaultProxy::for_postgres(&db.url).await;
+    let app = TestApp::spawn_reaching(db, &url, Setup::default()).await;
+    let code = app.create_code("https://example.com/frozen").await;
+    assert_eq!(app.visit(&code).await.status(), 302);
+
+    proxy.set(Fault::Freeze);
+    let bound = std::time::Duration::from_secs(6);
+    for path in ["/links", "/webhooks"] {
+        let started = std::time::Instant::now();
+        assert_error(app.get(path).await, 503, "SERVICE_UNAVAILABLE").await;
+        assert!(started.elapsed() < bound, "{path}: {:?}", started.elapsed());
+    }
+    let started = std::time::Instant::now();
+    let ready = send(app.client.get(app.url("/readyz"))).await;
+    assert_error(ready, 503, "SERVICE_UNAVAILABLE").await;
+    assert!(
+        started.elapsed() < bound,
+        "/readyz: {:?}",
+        started.elapsed()
+    );
+    assert_eq!(app.visit(&code).await.status(), 302, "a link seen before");
+
+    proxy.set(Fault::None);
+    let back = poll(DEADLINE * 2, async || {
+        (app.get("/links").await.status() == 200).then_some(())
+    })
+    .await;
+    assert!(
+        back.is_some(),
+        "the API answers again once the network does"
+    );
+}

@@ -90,6 +90,13 @@ impl TestApp {
     /// A server on `db`, set up as `setup` says. The listener is bound before this returns, so
     /// requests can be sent at once.
     pub async fn spawn_with(db: TestDatabase, setup: Setup) -> Self {
+        let url = db.url.clone();
+        Self::spawn_reaching(db, &url, setup).await
+    }
+
+    /// A server that reaches `db` at `url` (through a proxy, say), set up as `setup` says; the
+    /// harness itself reaches `db` directly.
+    pub async fn spawn_reaching(db: TestDatabase, url: &str, setup: Setup) -> Self {
         let config = Config {
             listen: "127.0.0.1:0".into(),
             first_run_banner: false,
@@ -99,7 +106,7 @@ impl TestApp {
             click_fold_interval: CLICK_FOLD_INTERVAL,
             // Far more than a body needs over loopback, and short enough to test the 408.
             request_body_timeout: BODY_TIMEOUT,
-            ..Config::new(db.url.clone())
+            ..Config::new(url)
         };
         let app = Application::build(config)
             .await
