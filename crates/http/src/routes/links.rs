@@ -214,7 +214,7 @@ async fn store_links(
 }
 
 #[utoipa::path(post, path = "/api/v1/links", tag = "links", request_body = CreateLinkRequest,
-    params(("Idempotency-Key" = Option<String>, Header, description = "Makes a retry safe: the same key with the same body within 24 h answers the first answer again and creates nothing.")),
+    params(("Idempotency-Key" = Option<String>, Header, pattern = "^[!-~]{1,255}$", description = "Makes a retry safe: the same key with the same body within 24 h answers the first answer again and creates nothing. 1 to 255 visible ASCII characters.")),
     responses(
         (status = 200, description = "The created link.", body = Envelope<LinkView>),
         (status = 409, description = "`SLUG_CONFLICT`: the customSlug is taken; `IDEMPOTENCY_KEY_IN_USE`: the key's first request is still running.", body = ErrorEnvelope),
@@ -250,7 +250,7 @@ async fn create(
 }
 
 #[utoipa::path(post, path = "/api/v1/links/bulk", tag = "links", request_body = BulkRequest,
-    params(("Idempotency-Key" = Option<String>, Header, description = "As for POST /links.")),
+    params(("Idempotency-Key" = Option<String>, Header, pattern = "^[!-~]{1,255}$", description = "As for POST /links.")),
     responses(
         (status = 200, description = "One result per item, in input order.", body = Envelope<Vec<BulkItem>>),
         (status = 409, description = "`IDEMPOTENCY_KEY_IN_USE`: the key's first request is still running.", body = ErrorEnvelope),

@@ -169,7 +169,7 @@ fn parse_events(events: &[String]) -> Result<Vec<EventKind>, FieldError> {
 }
 
 #[utoipa::path(post, path = "/api/v1/webhooks", tag = "webhooks", request_body = CreateWebhookRequest,
-    params(("Idempotency-Key" = Option<String>, Header, description = "As for POST /links; a replay shows the secret again.")),
+    params(("Idempotency-Key" = Option<String>, Header, pattern = "^[!-~]{1,255}$", description = "As for POST /links; a replay shows the secret again.")),
     responses(
         (status = 200, description = "The endpoint, with its signing secret (shown only here, and in a replay of this answer).", body = Envelope<WebhookView>),
         (status = 409, description = "`IDEMPOTENCY_KEY_IN_USE`: the key's first request is still running.", body = ErrorEnvelope),
