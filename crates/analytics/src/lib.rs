@@ -1,0 +1,19 @@
+//! What a click says about its visitor, worked out from the request without storing it: the
+//! client address behind trusted proxies ([`TrustedProxies`]), its country and city
+//! ([`GeoIp`]), the device, browser and OS families of its User-Agent ([`UserAgents`]), a
+//! daily-rotating keyed visitor hash ([`VisitorKey`]), and the referrer's host ([`referrer`]).
+//!
+//! No I/O but opening the GeoIP file, and no web framework: the server enriches clicks in its
+//! flusher, off the request path, and a Rust program embedding the service does the same.
+
+mod client;
+mod geoip;
+mod referrer;
+mod user_agent;
+mod visitor;
+
+pub use client::{TrustedProxies, TrustedProxiesError};
+pub use geoip::{GeoIp, GeoIpError, Place};
+pub use referrer::{DIRECT, MAX_REFERRER_URL, Referrer, referrer};
+pub use user_agent::{Agent, Device, UserAgents};
+pub use visitor::VisitorKey;

@@ -1,0 +1,80 @@
+//! The referrer of a click: the `Referer` header's host, or [`DIRECT`] without one.
+
+use url::Url;
+
+/// The referrer of a click without a (usable) `Referer`.
+pub const DIRECT: &str = "(direct)";
+
+/// Longest `referrerUrl` kept; longer ones are cut (on a character boundary).
+pub const MAX_REFERRER_URL: usize = 2048;
+
+/// What a click records of its `Referer`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Referrer {
+    /// The host (lower case), or [`DIRECT`].
+    pub host: String,
+    /// The whole header, at most [`MAX_REFERRER_URL`] characters; `None` without one.
+    pub url: Option<String>,
+}
+
+/// The referrer of a click whose `Referer` header is `header`. A header that is not an absolute
+/// URL with a host (`android-app://…` has one; `about:blank` has none) is kept as the URL and
+/// counts as direct.
+pub fn referrer(header: Option<&str>) -> Referrer {
+    let Some(header) = header.map(str::trim).filter(|h| !h.is_empty()) else {
+        return Referrer {
+            host: DIRECT.into(),
+            url: None,
+        };
+    };
+    let host = Url::parse(header)
+        .ok()
+        .and_then(|url| {
+            url.host_str()
+                .map(|h| h.trim_end_matches('.').to_ascii_lowercase())
+        })
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| DIRECT.into());
+    let url = match header.char_indices().nth(MAX_REFERRER_URL) {
+        Some((cut, _)) => header[..cut].to_owned(),
+        None => header.to_owned(),
+    };
+    Referrer {
+        host,
+        url: Some(url),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hosts_and_direct_visits() {
+        let r = referrer(Some("https://News.Example./story?id=1"));
+        assert_eq!(r.host, "news.example");
+        assert_eq!(r.url.as_deref(), Some("https://News.Example./story?id=1"));
+        assert_eq!(
+            referrer(None),
+            Referrer {
+                host: DIRECT.into(),
+                url: None
+            }
+        );
+        assert_eq!(referrer(Some("  ")).host, DIRECT);
+        assert_eq!(referrer(Some("not a url")).host, DIRECT);
+        assert_eq!(referrer(Some("about:blank")).host, DIRECT);
+        assert_eq!(referrer(Some("android-app://com.slack/")).host, "com.slack");
+    }
+
+    #[test]
+    fn long_urls_are_cut_on_a_character() {
+        let long = format!("https://example.com/{}", "é".repeat(3000));
+        let r = referrer(Some(&long));
+        assert_eq!(
+            r.url.as_deref().map(|u| u.chars().count()),
+            Some(MAX_REFERRER_URL)
+        );
+        assert_eq!(r.host, "example.com");
+    }
+}

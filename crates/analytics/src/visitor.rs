@@ -1,0 +1,80 @@
+//! Unique visitors without storing or tracking an address: a click's visitor is a keyed hash of
+//! (client address, User-Agent) under a key that changes every UTC day, derived from a secret the
+//! instances share (kept in their database). The same visitor hashes the same within a day and
+//! differently across days, and nobody without the secret can test an address against a hash.
+
+use std::net::IpAddr;
+
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
+
+const MILLIS_PER_DAY: i64 = 24 * 60 * 60 * 1000;
+
+/// The secret the daily keys derive from.
+#[derive(Clone)]
+pub struct VisitorKey {
+    secret: Vec<u8>,
+}
+
+impl std::fmt::Debug for VisitorKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("VisitorKey(…)")
+    }
+}
+
+impl VisitorKey {
+    /// A key over `secret` (at least 16 bytes of randomness).
+    pub fn new(secret: impl Into<Vec<u8>>) -> Self {
+        Self {
+            secret: secret.into(),
+        }
+    }
+
+    fn mac(&self) -> Hmac<Sha256> {
+        // HMAC takes a key of any length.
+        Hmac::<Sha256>::new_from_slice(&self.secret).unwrap_or_else(|_| unreachable!())
+    }
+
+    /// The visitor of a click at `unix_millis` (UTC) from `address` with `user_agent`, as a
+    /// number (the first 8 bytes of HMAC-SHA256(HMAC-SHA256(secret, day), address ‖ agent)).
+    pub fn visitor(&self, unix_millis: i64, address: IpAddr, user_agent: &str) -> i64 {
+        let day = unix_millis.div_euclid(MILLIS_PER_DAY);
+        let mut daily = self.mac();
+        daily.update(b"shortlink visitor day ");
+        daily.update(&day.to_be_bytes());
+        let day_key = daily.finalize().into_bytes();
+        let mut mac = Hmac::<Sha256>::new_from_slice(&day_key).unwrap_or_else(|_| unreachable!());
+        match address {
+            IpAddr::V4(v4) => mac.update(&v4.octets()),
+            IpAddr::V6(v6) => mac.update(&v6.octets()),
+        }
+        mac.update(&[0]);
+        mac.update(user_agent.as_bytes());
+        let hash = mac.finalize().into_bytes();
+        let mut first = [0u8; 8];
+        first.copy_from_slice(&hash[..8]);
+        i64::from_be_bytes(first)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_same_visitor_within_a_day_and_not_across_days() {
+        let key = VisitorKey::new(*b"0123456789abcdef0123456789abcdef");
+        let addr: IpAddr = "81.2.69.142".parse().expect("an address");
+        let noon = 1_764_000_000_000 - 1_764_000_000_000 % MILLIS_PER_DAY + MILLIS_PER_DAY / 2;
+        let a = key.visitor(noon, addr, "UA");
+        assert_eq!(a, key.visitor(noon + 3_600_000, addr, "UA"));
+        assert_ne!(a, key.visitor(noon + MILLIS_PER_DAY, addr, "UA"));
+        assert_ne!(a, key.visitor(noon, addr, "other UA"));
+        assert_ne!(
+            a,
+            key.visitor(noon, "81.2.69.143".parse().expect("an address"), "UA")
+        );
+        let other_secret = VisitorKey::new(*b"fedcba9876543210fedcba9876543210");
+        assert_ne!(a, other_secret.visitor(noon, addr, "UA"));
+    }
+}
