@@ -4,6 +4,7 @@
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
+use shortlink_analytics::TrustedProxies;
 use shortlink_domain::{ApiKeyId, BaseUrl, DEFAULT_RATE_LIMIT};
 use shortlink_http::routes::dashboard::RootRedirect;
 use shortlink_server::{Application, Config, admin};
@@ -95,6 +96,37 @@ struct ServeArgs {
     /// no metrics).
     #[arg(long, env = "SHORTLINK_METRICS_LISTEN", global = true)]
     metrics_listen: Option<String>,
+    /// Proxies (CIDR blocks or addresses, comma-separated) whose `X-Forwarded-For` names the
+    /// client; the right-most entry not itself trusted is the client address.
+    #[arg(long, env = "SHORTLINK_TRUSTED_PROXIES", default_value = "", value_parser = parse_trusted_proxies, global = true)]
+    trusted_proxies: TrustedProxies,
+    /// A GeoIP database in the MaxMind DB format (GeoLite2-City, DB-IP lite, …) for clicks'
+    /// countries and cities; reloaded on SIGHUP.
+    #[arg(long, env = "SHORTLINK_GEOIP_DB", global = true)]
+    geoip_db: Option<std::path::PathBuf>,
+    /// Record every click as an analytics event (`on`) or only count it (`off`).
+    #[arg(long, env = "SHORTLINK_ANALYTICS", value_enum, default_value_t = Switch::On, global = true)]
+    analytics: Switch,
+    /// Days click events are kept (0 keeps everything).
+    #[arg(
+        long,
+        env = "SHORTLINK_ANALYTICS_RETENTION_DAYS",
+        default_value_t = 400,
+        global = true
+    )]
+    analytics_retention_days: u64,
+}
+
+/// `on` or `off`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Switch {
+    On,
+    Off,
+}
+
+fn parse_trusted_proxies(s: &str) -> Result<TrustedProxies, String> {
+    s.parse()
+        .map_err(|e: shortlink_analytics::TrustedProxiesError| e.to_string())
 }
 
 #[derive(Debug, Subcommand)]
@@ -223,6 +255,11 @@ async fn serve(database_url: String, args: ServeArgs) -> anyhow::Result<()> {
         root_redirect: args.root_redirect,
         log_redirects: args.log_redirects,
         metrics_listen: args.metrics_listen,
+        trusted_proxies: args.trusted_proxies,
+        geoip_db: args.geoip_db,
+        analytics: args.analytics == Switch::On,
+        analytics_retention: (args.analytics_retention_days > 0)
+            .then(|| std::time::Duration::from_secs(args.analytics_retention_days * 24 * 60 * 60)),
         ..Config::new(database_url)
     };
     let app = Application::build(config).await?;

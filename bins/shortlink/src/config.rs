@@ -48,6 +48,14 @@ pub struct Config {
     pub metrics_listen: Option<String>,
     /// How long a request body may take to arrive whole before the request is answered 408.
     pub request_body_timeout: Duration,
+    /// Proxies whose `X-Forwarded-For` names the client.
+    pub trusted_proxies: shortlink_analytics::TrustedProxies,
+    /// The GeoIP database, if any.
+    pub geoip_db: Option<std::path::PathBuf>,
+    /// Whether every click is recorded as an analytics event.
+    pub analytics: bool,
+    /// How long click events are kept; `None`: forever.
+    pub analytics_retention: Option<Duration>,
 }
 
 impl Config {
@@ -71,6 +79,10 @@ impl Config {
             log_redirects: false,
             metrics_listen: None,
             request_body_timeout: shortlink_http::extract::REQUEST_BODY_TIMEOUT,
+            trusted_proxies: Default::default(),
+            geoip_db: None,
+            analytics: true,
+            analytics_retention: Some(shortlink_service::ANALYTICS_RETENTION),
         }
     }
 }

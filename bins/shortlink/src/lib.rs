@@ -13,6 +13,7 @@ use actix_web::middleware::from_fn;
 use actix_web::web::Data;
 use actix_web::{App, HttpServer};
 use anyhow::Context;
+use shortlink_analytics::GeoIp;
 use shortlink_domain::BaseUrl;
 use shortlink_http::{AppState, HttpSettings};
 use shortlink_service::{Service, ServiceSettings};
@@ -65,6 +66,14 @@ impl Application {
             None
         };
 
+        let geoip = match &config.geoip_db {
+            Some(path) => {
+                let geoip = Arc::new(GeoIp::open(path)?);
+                reload_on_hangup(geoip.clone());
+                Some(geoip)
+            }
+            None => None,
+        };
         let service = Service::new(
             store,
             ServiceSettings {
@@ -73,6 +82,9 @@ impl Application {
                     allow_private: config.webhook_allow_private_targets,
                     ..WorkerConfig::default()
                 },
+                analytics: config.analytics,
+                geoip,
+                analytics_retention: config.analytics_retention,
                 ..ServiceSettings::new(base_url.clone())
             },
         )?;
@@ -82,6 +94,7 @@ impl Application {
             auth_failures_per_minute: config.auth_failures_per_minute,
             root_redirect: config.root_redirect.clone(),
             request_body_timeout: config.request_body_timeout,
+            trusted_proxies: config.trusted_proxies.clone(),
         };
         let state = Data::new(AppState::new(service.clone(), settings));
         let access_log = shortlink_http::middleware::AccessLog {
@@ -233,4 +246,27 @@ pub fn first_run_banner(key: &str, base_url: &BaseUrl) -> String {
          -d '{{\"destination\": \"https://example.com\"}}'\n{line}\n",
         base = base_url.as_str()
     )
+}
+
+/// Reloads the GeoIP database on every SIGHUP (the databases are updated monthly: replace the
+/// file, then `kill -HUP`), keeping the old one when the new one does not open.
+fn reload_on_hangup(geoip: Arc<GeoIp>) {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let Ok(mut hangups) = signal(SignalKind::hangup()) else {
+            tracing::warn!("cannot listen for SIGHUP: the GeoIP database is not reloadable");
+            return;
+        };
+        tokio::spawn(async move {
+            while hangups.recv().await.is_some() {
+                match geoip.reload() {
+                    Ok(()) => {
+                        tracing::info!(path = %geoip.path().display(), "reloaded the GeoIP database")
+                    }
+                    Err(e) => tracing::warn!(error = %e, "kept the GeoIP database loaded before"),
+                }
+            }
+        });
+    }
 }

@@ -6,14 +6,19 @@
 //! No I/O but opening the GeoIP file, and no web framework: the server enriches clicks in its
 //! flusher, off the request path, and a Rust program embedding the service does the same.
 
+mod buckets;
 mod client;
 mod geoip;
 mod referrer;
 mod user_agent;
 mod visitor;
 
+pub use buckets::{
+    BucketError, Interval, MAX_BUCKETS, bucket_start, buckets, parse_instant, time_zone,
+};
 pub use client::{TrustedProxies, TrustedProxiesError};
 pub use geoip::{GeoIp, GeoIpError, Place};
+pub use jiff::{Zoned, tz::TimeZone};
 pub use referrer::{DIRECT, MAX_REFERRER_URL, Referrer, referrer};
 pub use user_agent::{Agent, Device, UserAgents};
 pub use visitor::VisitorKey;

@@ -70,13 +70,63 @@ impl Serialize for EventKind {
     }
 }
 
-/// What is known of one click, as sent in `link.clicked`.
+/// What is known of one click, as sent in `link.clicked` and kept as its analytics event.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ClickInfo {
     /// When the redirect was answered.
     pub timestamp: Timestamp,
+    /// The visitor's country (ISO 3166-1 alpha-2), from the GeoIP database; null without one
+    /// or without an answer.
+    #[cfg_attr(feature = "openapi", schema(pattern = "^[A-Z]{2}$", example = "GB"))]
+    pub country: Option<String>,
+    /// The visitor's city (English name), likewise.
+    #[cfg_attr(feature = "openapi", schema(example = "London"))]
+    pub city: Option<String>,
+    /// `desktop`, `mobile`, `tablet` or `other`.
+    #[cfg_attr(feature = "openapi", schema(example = "desktop"))]
+    pub device: String,
+    /// The browser family (`Chrome`, `Firefox`, `Safari`, `Edge`, …); null when unknown.
+    #[cfg_attr(feature = "openapi", schema(example = "Chrome"))]
+    pub browser: Option<String>,
+    /// The OS family (`Windows`, `macOS`, `iOS`, `Android`, `Linux`, …); null when unknown.
+    #[cfg_attr(feature = "openapi", schema(example = "Windows"))]
+    pub os: Option<String>,
+    /// The `Referer`'s host, or `(direct)`.
+    #[cfg_attr(feature = "openapi", schema(example = "news.example"))]
+    pub referrer: String,
+    /// The whole `Referer` (at most 2,048 characters), if any.
+    pub referrer_url: Option<String>,
+    /// The `User-Agent` header, if any (sent to webhooks; not stored with the event).
+    pub user_agent: Option<String>,
+}
+
+impl ClickInfo {
+    /// A click at `timestamp` of which nothing else is known.
+    pub fn bare(timestamp: Timestamp) -> Self {
+        Self {
+            timestamp,
+            country: None,
+            city: None,
+            device: "other".into(),
+            browser: None,
+            os: None,
+            referrer: "(direct)".into(),
+            referrer_url: None,
+            user_agent: None,
+        }
+    }
+}
+
+/// What the redirect saw of one click, recorded as it happens; what it says of the visitor
+/// (country, browser, …) is worked out later, off the request path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Visit {
+    /// When the redirect was answered.
+    pub timestamp: Timestamp,
+    /// The client address (behind trusted proxies), if known.
+    pub address: Option<std::net::IpAddr>,
     /// The `Referer` header, if any.
     pub referrer: Option<String>,
     /// The `User-Agent` header, if any.
@@ -92,8 +142,8 @@ pub enum EventData {
     LinkClicked {
         /// The link as it was when clicked.
         link: LinkView,
-        /// The click.
-        click: ClickInfo,
+        /// The click (boxed: it is most of the event's size).
+        click: Box<ClickInfo>,
     },
 }
 
@@ -143,7 +193,10 @@ impl Event {
     pub fn link_clicked(link: LinkView, click: ClickInfo) -> Self {
         Self {
             timestamp: click.timestamp,
-            data: EventData::LinkClicked { link, click },
+            data: EventData::LinkClicked {
+                link,
+                click: Box::new(click),
+            },
         }
     }
 
@@ -187,9 +240,8 @@ mod tests {
         assert_eq!(created["data"]["shortUrl"], "https://sho.rt/abc");
 
         let click = ClickInfo {
-            timestamp: Timestamp::from_unix_millis(1000),
-            referrer: None,
             user_agent: Some("ua".into()),
+            ..ClickInfo::bare(Timestamp::from_unix_millis(1000))
         };
         let clicked: serde_json::Value =
             serde_json::from_str(&Event::link_clicked(view(), click).to_json()).unwrap();
@@ -197,7 +249,9 @@ mod tests {
         assert_eq!(clicked["timestamp"], "1970-01-01T00:00:01.000Z");
         assert_eq!(clicked["data"]["link"]["shortCode"], "abc");
         assert_eq!(clicked["data"]["click"]["userAgent"], "ua");
-        assert!(clicked["data"]["click"]["referrer"].is_null());
+        assert_eq!(clicked["data"]["click"]["referrer"], "(direct)");
+        assert!(clicked["data"]["click"]["country"].is_null());
+        assert_eq!(clicked["data"]["click"]["device"], "other");
     }
 
     #[test]

@@ -17,7 +17,7 @@ mod workspace;
 pub use api_key::{ApiKey, ApiKeyHash, ApiKeySecret};
 pub use base_url::{BaseUrl, BaseUrlError};
 pub use destination::{Destination, DestinationError, MAX_DESTINATION_LEN};
-pub use event::{ClickInfo, Event, EventData, EventKind, UnknownEventKind};
+pub use event::{ClickInfo, Event, EventData, EventKind, UnknownEventKind, Visit};
 pub use ids::{ApiKeyId, IdError, LinkId, MessageId, WebhookId, WorkspaceId};
 pub use link::{Link, LinkRef, LinkView};
 pub use ports::{AttemptRecord, ClaimedDelivery, DeliveryQueue, NextStep};

@@ -41,6 +41,12 @@ impl Timestamp {
         let ms = i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
         Self::from_unix_millis(self.unix_millis().saturating_add(ms))
     }
+
+    /// This instant moved back by `d`.
+    pub fn minus(self, d: std::time::Duration) -> Self {
+        let ms = i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
+        Self::from_unix_millis(self.unix_millis().saturating_sub(ms))
+    }
 }
 
 fn unix_millis(dt: OffsetDateTime) -> i64 {

@@ -2,7 +2,6 @@
 //! rate limit. Keys are looked up by the SHA-256 of the secret (one indexed read) and cached for
 //! a few seconds, so a revoked key stops working within [`KEY_CACHE_TTL`].
 
-use std::net::{IpAddr, Ipv4Addr};
 use std::time::Duration;
 
 use actix_web::dev::Payload;
@@ -57,9 +56,7 @@ impl FromRequest for Authenticated {
                 .app_data::<Data<AppState>>()
                 .ok_or_else(|| ApiError::Internal("application state missing".into()))?
                 .clone();
-            let addr = req
-                .peer_addr()
-                .map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |a| a.ip());
+            let addr = crate::client::client_address(&state, &req);
             if let Some(retry_after) = state.auth_failures.blocked_for(addr) {
                 return Err(ApiError::RateLimited { retry_after });
             }

@@ -201,7 +201,8 @@ impl<T: DeserializeOwned> FromRequest for QueryParams<T> {
     }
 }
 
-fn parse_query<T: DeserializeOwned>(query: &str) -> Result<T, ApiError> {
+/// Deserialises a query string, naming the parameter that failed.
+pub fn parse_query<T: DeserializeOwned>(query: &str) -> Result<T, ApiError> {
     let pairs = form_urlencoded::parse(query.as_bytes());
     deserialize(serde_urlencoded::Deserializer::new(pairs), |e| {
         e.to_string()

@@ -1,6 +1,7 @@
 #![doc = include_str!("../README.md")]
 
 pub mod auth;
+pub mod client;
 pub mod envelope;
 pub mod error;
 pub mod extract;
@@ -41,6 +42,7 @@ pub fn configure(cfg: &mut web::ServiceConfig, state: Data<AppState>) {
                 .configure(openapi::configure_document)
                 .wrap(actix_middleware::DefaultHeaders::new().add(("Cache-Control", "no-store")))
                 .configure(routes::links::configure)
+                .configure(routes::analytics::configure)
                 .configure(routes::qr::configure)
                 .configure(routes::webhooks::configure)
                 .default_service(web::to(api_not_found)),

@@ -15,7 +15,7 @@ use utoipa::openapi::{Content, Ref, RefOr};
 use utoipa::{Modify, OpenApi, ToSchema};
 
 use crate::error::{ApiError, ErrorEnvelope};
-use crate::routes::{links, qr, webhooks};
+use crate::routes::{analytics, links, qr, webhooks};
 use crate::state::AppState;
 
 /// The document's skeleton; [`document`] completes it.
@@ -30,13 +30,15 @@ use crate::state::AppState;
     paths(
         links::create, links::bulk, links::list, links::get, links::update, links::delete,
         qr::qr,
+        analytics::analytics, analytics::export,
         webhooks::create, webhooks::list, webhooks::get, webhooks::delete, webhooks::deliveries,
     ),
-    components(schemas(ErrorEnvelope, LinkCreatedEvent, LinkClickedEvent)),
+    components(schemas(ErrorEnvelope, LinkCreatedEvent, LinkClickedEvent, analytics::Bucket, analytics::Group)),
     modifiers(&Conventions),
     tags(
         (name = "links", description = "Create, list, change and delete short links."),
         (name = "qr", description = "QR codes of short links."),
+        (name = "analytics", description = "Clicks and unique visitors: totals, time series, breakdowns and the events themselves."),
         (name = "webhooks", description = "Endpoints that receive signed events."),
     ),
 )]
@@ -387,11 +389,7 @@ mod tests {
             clicks: 0,
             created_at: Timestamp::now(),
         };
-        let click = ClickInfo {
-            timestamp: Timestamp::now(),
-            referrer: None,
-            user_agent: None,
-        };
+        let click = ClickInfo::bare(Timestamp::now());
         let doc = document();
         for (event, schema) in [
             (Event::link_created(view.clone()), "LinkCreatedEvent"),

@@ -21,6 +21,8 @@ pub struct HttpSettings {
     /// How long a request body may take to arrive whole
     /// ([`crate::extract::REQUEST_BODY_TIMEOUT`] by default); then 408 `REQUEST_TIMEOUT`.
     pub request_body_timeout: std::time::Duration,
+    /// Proxies whose `X-Forwarded-For` names the client (`--trusted-proxies`); none by default.
+    pub trusted_proxies: shortlink_analytics::TrustedProxies,
 }
 
 /// The state behind every route, built once by the server and shared by all workers.

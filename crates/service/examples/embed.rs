@@ -7,7 +7,7 @@
 use std::error::Error;
 
 use shortlink_domain::{
-    BaseUrl, ClickInfo, Destination, LinkId, LinkRef, RateLimit, Slug, Timestamp, Workspace,
+    BaseUrl, Destination, LinkId, LinkRef, RateLimit, Slug, Timestamp, Visit, Workspace,
     WorkspaceId,
 };
 use shortlink_service::{Service, ServiceSettings};
@@ -79,8 +79,9 @@ async fn count_clicks(url: &str) -> Result<i64, Box<dyn Error>> {
         .ok_or("no link for the code")?;
     println!("hello -> {}", target.destination.as_str());
     for _ in 0..CLICKS {
-        service.record_click(&target, || ClickInfo {
+        service.record_click(&target, || Visit {
             timestamp: Timestamp::now(),
+            address: Some(std::net::Ipv4Addr::LOCALHOST.into()),
             referrer: None,
             user_agent: Some("embed example".into()),
         });

@@ -1,17 +1,19 @@
 //! Exact click counting without a database write per click.
 //!
 //! The redirect records a click in memory (a short critical section: no I/O, no await). A
-//! flusher writes everything recorded so far in one transaction every [`FLUSH_INTERVAL`], and
-//! once more on graceful stop. A failed write puts the batch back, so the next flush retries it:
-//! nothing counted is lost while the process lives, and a batch is either written whole or not
-//! at all, so nothing is counted twice.
+//! flusher writes everything recorded so far in one transaction every [`FLUSH_INTERVAL`] (at
+//! once when [`FLUSH_EARLY_AT`] clicks wait), and once more on graceful stop. A failed write puts
+//! the batch back, so the next flush retries it: nothing counted is lost while the process lives,
+//! and a batch is either written whole or not at all, so nothing is counted twice.
 //!
-//! A click's details (time, referrer, user agent) are kept only when its workspace has an endpoint
-//! subscribed to `link.clicked`: they exist for those events alone, and under load they were most
-//! of the memory the server gained and a sixth of its CPU per redirect. Each flush that has clicks to write
-//! re-reads which workspaces listen (an idle server reads nothing), so an endpoint created or
-//! disabled anywhere counts within a [`FLUSH_INTERVAL`] of clicks; one created through this
-//! server counts at once.
+//! With analytics on (the default), every click keeps what the redirect saw of it (a [`Visit`]:
+//! time, client address, referrer, user agent), and the flush turns each into its analytics
+//! event (GeoIP, User-Agent families, visitor hash; `enrich.rs`), written in the same transaction
+//! as the counters: a link's `clicks` and its number of events always agree. Memory stays
+//! bounded: past [`MAX_PENDING_DETAILS`] waiting clicks (the database is slow or down), a click
+//! keeps only its time, and its event says nothing more. With analytics off, a click's details
+//! are kept only when its workspace has an endpoint subscribed to `link.clicked`; each flush that
+//! has clicks to write re-reads which workspaces listen.
 //!
 //! Pending clicks are sharded by recording thread: each server worker keeps to a shard of its own,
 //! so workers never wait for each other's lock (a contended lock puts a worker to sleep, and its
@@ -23,23 +25,55 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
-use shortlink_domain::{BaseUrl, ClickInfo, EventKind, WorkspaceId};
-use shortlink_storage::{ClickBatch, CounterKey, LinkClicks, RedirectTarget, Store};
+use shortlink_domain::{BaseUrl, ClickInfo, EventKind, Timestamp, Visit, WorkspaceId};
+use shortlink_storage::{
+    ClickBatch, ClickEvent, CounterKey, LinkClicks, RedirectTarget, StorageError, Store,
+};
 use shortlink_webhooks::WakeHandle;
+use tokio::sync::Notify;
+
+use crate::enrich::Enricher;
 
 /// How often recorded clicks are written; the API shows a click within this much (plus the
 /// write itself).
 pub const FLUSH_INTERVAL: Duration = Duration::from_millis(250);
 
-/// Clicks kept with their details (time, referrer, user agent) between two flushes. Past this,
-/// clicks are still counted exactly, but their `link.clicked` events carry only the flush time:
-/// memory stays bounded under any load.
-pub const MAX_DETAILED_CLICKS: usize = 50_000;
+/// Clicks waiting at which a flush starts at once, not at the next tick: a burst becomes several
+/// short transactions, each visible at once.
+pub const FLUSH_EARLY_AT: usize = 20_000;
+
+/// Clicks waiting past which a click keeps only its time (its event then has no country,
+/// browser, referrer, …): a few hundred bytes each up to here, eight past it.
+pub const MAX_PENDING_DETAILS: usize = 200_000;
 
 /// More shards than a server has workers, so each worker has one to itself.
 const SHARDS: usize = 16;
 
-type Pending = HashMap<CounterKey, LinkClicks>;
+/// The clicks one link received since the last flush.
+#[derive(Debug)]
+struct PendingClicks {
+    counter: CounterKey,
+    workspace_id: WorkspaceId,
+    count: u64,
+    /// What the redirect saw of each click that kept its details.
+    visits: Vec<Visit>,
+    /// The times of the clicks that kept only their time.
+    bare: Vec<Timestamp>,
+}
+
+impl PendingClicks {
+    fn merge(&mut self, other: PendingClicks) {
+        self.count += other.count;
+        self.visits.extend(other.visits);
+        self.bare.extend(other.bare);
+    }
+
+    fn details(&self) -> usize {
+        self.visits.len() + self.bare.len()
+    }
+}
+
+type Pending = HashMap<CounterKey, PendingClicks>;
 
 /// One shard, on a cache line of its own so that two workers' shards do not share one.
 #[derive(Default)]
@@ -63,12 +97,9 @@ fn own_shard() -> usize {
     SHARD.with(|shard| *shard)
 }
 
-fn add(pending: &mut Pending, link: LinkClicks) {
+fn add(pending: &mut Pending, link: PendingClicks) {
     match pending.get_mut(&link.counter) {
-        Some(entry) => {
-            entry.count += link.count;
-            entry.clicks.extend(link.clicks);
-        }
+        Some(entry) => entry.merge(link),
         None => {
             pending.insert(link.counter, link);
         }
@@ -76,14 +107,17 @@ fn add(pending: &mut Pending, link: LinkClicks) {
 }
 
 /// Clicks recorded and not yet written.
-#[derive(Default)]
 pub(crate) struct ClickCounter {
     shards: [Shard; SHARDS],
-    /// Detailed clicks recorded since the last flush took them (plus details put back): past
-    /// [`MAX_DETAILED_CLICKS`], clicks keep no details.
+    /// Clicks with details recorded since the last flush took them (plus those put back).
     recorded: AtomicUsize,
-    /// Workspaces with an endpoint subscribed to `link.clicked`; `None` until first read, when
-    /// every click keeps its details.
+    /// Whether every click becomes an analytics event.
+    analytics: bool,
+    enricher: Arc<Enricher>,
+    /// Told when [`FLUSH_EARLY_AT`] clicks wait.
+    flush_soon: Notify,
+    /// With analytics off: workspaces with an endpoint subscribed to `link.clicked`; `None`
+    /// until first read, when every click keeps its details.
     listening: RwLock<Option<HashSet<WorkspaceId>>>,
     /// Told the clicks written and the time taken by every flush that wrote some (metrics).
     flush_observer: std::sync::OnceLock<FlushObserver>,
@@ -93,21 +127,48 @@ pub(crate) struct ClickCounter {
 pub type FlushObserver = Arc<dyn Fn(u64, Duration) + Send + Sync>;
 
 impl ClickCounter {
-    /// Records one click on `link`. `details` runs only when the link's workspace listens to
-    /// clicks, and while the detail budget lasts.
-    pub fn record(&self, link: &RedirectTarget, details: impl FnOnce() -> ClickInfo) {
-        let keep_details = self.is_listened_to(link.workspace_id)
-            && self.recorded.fetch_add(1, Ordering::Relaxed) < MAX_DETAILED_CLICKS;
+    /// A counter; with `analytics`, every click is written as an event, enriched by `enricher`.
+    pub fn new(analytics: bool, enricher: Enricher) -> Self {
+        Self {
+            shards: Default::default(),
+            recorded: AtomicUsize::new(0),
+            analytics,
+            enricher: Arc::new(enricher),
+            flush_soon: Notify::new(),
+            listening: RwLock::new(None),
+            flush_observer: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Records one click on `link`. `details` runs when the click keeps them (see the module).
+    pub fn record(&self, link: &RedirectTarget, details: impl FnOnce() -> Visit) {
+        let keep = self.analytics || self.is_listened_to(link.workspace_id);
+        let waiting = if keep {
+            self.recorded.fetch_add(1, Ordering::Relaxed)
+        } else {
+            0
+        };
+        if keep && waiting == FLUSH_EARLY_AT {
+            self.flush_soon.notify_one();
+        }
         let mut pending = self.shards[own_shard()].lock();
-        let entry = pending.entry(link.counter).or_insert_with(|| LinkClicks {
-            counter: link.counter,
-            workspace_id: link.workspace_id,
-            count: 0,
-            clicks: Vec::new(),
-        });
+        let entry = pending
+            .entry(link.counter)
+            .or_insert_with(|| PendingClicks {
+                counter: link.counter,
+                workspace_id: link.workspace_id,
+                count: 0,
+                visits: Vec::new(),
+                bare: Vec::new(),
+            });
         entry.count += 1;
-        if keep_details {
-            entry.clicks.push(details());
+        if !keep {
+            return;
+        }
+        if waiting < MAX_PENDING_DETAILS {
+            entry.visits.push(details());
+        } else {
+            entry.bare.push(Timestamp::now());
         }
     }
 
@@ -137,7 +198,7 @@ impl ClickCounter {
     /// Everything recorded so far, one entry per link however many shards counted it (a batch
     /// must not name a counter twice), in counter order. The shards keep their capacity: a
     /// shard's map is not grown from nothing after every flush.
-    fn take(&self) -> ClickBatch {
+    fn take(&self) -> Vec<PendingClicks> {
         self.recorded.store(0, Ordering::Relaxed);
         let mut links = Vec::new();
         for shard in &self.shards {
@@ -147,22 +208,21 @@ impl ClickCounter {
         links.dedup_by(|later, kept| {
             let same = later.counter == kept.counter;
             if same {
-                kept.count += later.count;
-                kept.clicks.append(&mut later.clicks);
+                kept.merge(std::mem::replace(
+                    later,
+                    empty(later.counter, later.workspace_id),
+                ));
             }
             same
         });
-        ClickBatch { links }
+        links
     }
 
-    fn put_back(&self, batch: ClickBatch) {
-        let detailed: usize = batch.links.iter().map(|l| l.clicks.len()).sum();
-        self.recorded.fetch_add(detailed, Ordering::Relaxed);
+    fn put_back(&self, links: Vec<PendingClicks>) {
+        let details: usize = links.iter().map(PendingClicks::details).sum();
+        self.recorded.fetch_add(details, Ordering::Relaxed);
         let mut pending = self.shards[own_shard()].lock();
-        batch
-            .links
-            .into_iter()
-            .for_each(|link| add(&mut pending, link));
+        links.into_iter().for_each(|link| add(&mut pending, link));
     }
 
     /// Clicks recorded and not yet taken by a flush (takes every shard's lock: for a scrape,
@@ -185,18 +245,24 @@ impl ClickCounter {
         store: &Store,
         base: &BaseUrl,
         webhooks: &WakeHandle,
-    ) -> Result<(), shortlink_storage::StorageError> {
+    ) -> Result<(), StorageError> {
         let started = std::time::Instant::now();
-        let batch = Arc::new(self.take());
-        if !batch.links.is_empty() {
-            self.refresh_listening(store).await;
-            if let Err(e) = store.record_clicks(batch.clone(), base).await {
-                self.put_back(Arc::unwrap_or_clone(batch));
+        let pending = self.take();
+        if !pending.is_empty() {
+            let written = self.write(store, base, pending).await;
+            let pending = match written {
+                Ok(clicks) => {
+                    webhooks.wake();
+                    if let Some(observe) = self.flush_observer.get() {
+                        observe(clicks, started.elapsed());
+                    }
+                    None
+                }
+                Err((pending, e)) => Some((pending, e)),
+            };
+            if let Some((pending, e)) = pending {
+                self.put_back(pending);
                 return Err(e);
-            }
-            webhooks.wake();
-            if let Some(observe) = self.flush_observer.get() {
-                observe(batch.links.iter().map(|l| l.count).sum(), started.elapsed());
             }
         }
         // Written: a fold that fails must not fail the flush (its clicks would be put back and
@@ -205,6 +271,40 @@ impl ClickCounter {
             tracing::warn!(error = %e, "could not fold the click journal; will retry");
         }
         Ok(())
+    }
+
+    /// Enriches and writes `pending` in one transaction; the clicks written, or `pending` back
+    /// with the error.
+    async fn write(
+        &self,
+        store: &Store,
+        base: &BaseUrl,
+        pending: Vec<PendingClicks>,
+    ) -> Result<u64, (Vec<PendingClicks>, StorageError)> {
+        if !self.analytics {
+            self.refresh_listening(store).await;
+        } else if let Err(e) = self.enricher.ready(store).await {
+            return Err((pending, e));
+        }
+        // Parsing and lookups take a few microseconds a click: off the async workers.
+        let (enricher, events) = (self.enricher.clone(), self.analytics);
+        let (pending, batch) = tokio::task::spawn_blocking(move || {
+            let batch = batch(&enricher, &pending, events);
+            (pending, batch)
+        })
+        .await
+        .map_err(|e| {
+            tracing::error!(error = %e, "enriching clicks failed");
+            (
+                Vec::new(),
+                StorageError::Unavailable("enriching clicks failed".into()),
+            )
+        })?;
+        let clicks = batch.links.iter().map(|l| l.count).sum();
+        match store.record_clicks(Arc::new(batch), base).await {
+            Ok(()) => Ok(clicks),
+            Err(e) => Err((pending, e)),
+        }
     }
 
     /// Flushes every [`FLUSH_INTERVAL`] until `stop` completes, then flushes what is left
@@ -222,12 +322,12 @@ impl ClickCounter {
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
-                _ = tick.tick() => {
-                    if let Err(e) = self.flush(store, base, webhooks).await {
-                        tracing::warn!(error = %e, "click flush failed; will retry");
-                    }
-                }
+                _ = tick.tick() => {}
+                () = self.flush_soon.notified() => {}
                 () = &mut stop => break,
+            }
+            if let Err(e) = self.flush(store, base, webhooks).await {
+                tracing::warn!(error = %e, "click flush failed; will retry");
             }
         }
         self.drain(store, base, webhooks, drain_timeout).await
@@ -259,14 +359,48 @@ impl ClickCounter {
     }
 }
 
+/// An entry with no clicks.
+fn empty(counter: CounterKey, workspace_id: WorkspaceId) -> PendingClicks {
+    PendingClicks {
+        counter,
+        workspace_id,
+        count: 0,
+        visits: Vec::new(),
+        bare: Vec::new(),
+    }
+}
+
+/// The batch to write for `pending`: each click's events, enriched.
+fn batch(enricher: &Enricher, pending: &[PendingClicks], events: bool) -> ClickBatch {
+    let links = pending
+        .iter()
+        .map(|link| LinkClicks {
+            counter: link.counter,
+            workspace_id: link.workspace_id,
+            count: link.count,
+            clicks: link
+                .visits
+                .iter()
+                .map(|visit| enricher.event(visit))
+                .chain(link.bare.iter().map(|&at| ClickEvent {
+                    click: ClickInfo::bare(at),
+                    visitor: 0,
+                }))
+                .collect(),
+        })
+        .collect();
+    ClickBatch { links, events }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use shortlink_domain::{Destination, Timestamp};
+    use shortlink_domain::Destination;
 
-    fn click() -> ClickInfo {
-        ClickInfo {
+    fn click() -> Visit {
+        Visit {
             timestamp: Timestamp::now(),
+            address: None,
             referrer: None,
             user_agent: None,
         }
@@ -280,41 +414,42 @@ mod tests {
         }
     }
 
+    fn counter(analytics: bool) -> ClickCounter {
+        ClickCounter::new(analytics, Enricher::new(None))
+    }
+
+    fn count(links: &[PendingClicks], id: CounterKey) -> Option<u64> {
+        links.iter().find(|l| l.counter == id).map(|l| l.count)
+    }
+
     #[test]
     fn counts_merge_per_link_and_survive_a_put_back() {
-        let counter = ClickCounter::default();
+        let counter = counter(true);
         let (a, b) = (target(1), target(2));
         for _ in 0..3 {
             counter.record(&a, click);
         }
         counter.record(&b, click);
-        let batch = counter.take();
-        let count = |batch: &ClickBatch, id| {
-            batch
-                .links
-                .iter()
-                .find(|l| l.counter == id)
-                .map(|l| l.count)
-        };
+        let taken = counter.take();
         assert_eq!(
-            (count(&batch, a.counter), count(&batch, b.counter)),
+            (count(&taken, a.counter), count(&taken, b.counter)),
             (Some(3), Some(1))
         );
 
         counter.record(&a, click);
-        counter.put_back(batch);
+        counter.put_back(taken);
         let again = counter.take();
         assert_eq!(
             (count(&again, a.counter), count(&again, b.counter)),
             (Some(4), Some(1))
         );
-        assert_eq!(again.links.iter().map(|l| l.clicks.len()).sum::<usize>(), 5);
-        assert!(counter.take().links.is_empty());
+        assert_eq!(again.iter().map(PendingClicks::details).sum::<usize>(), 5);
+        assert!(counter.take().is_empty());
     }
 
     #[test]
     fn clicks_from_many_threads_make_one_entry_per_link() {
-        let counter = ClickCounter::default();
+        let counter = counter(true);
         let (a, b) = (target(1), target(2));
         std::thread::scope(|s| {
             for _ in 0..SHARDS + 3 {
@@ -326,19 +461,20 @@ mod tests {
                 });
             }
         });
-        let mut batch = counter.take();
-        batch.links.sort_by_key(|l| l.counter);
-        let counts: Vec<_> = batch.links.iter().map(|l| (l.counter, l.count)).collect();
+        let taken = counter.take();
+        let counts: Vec<_> = taken.iter().map(|l| (l.counter, l.count)).collect();
         let threads = SHARDS as u64 + 3;
         assert_eq!(
             counts,
             vec![(a.counter, 100 * threads), (b.counter, threads)]
         );
+        // Every click keeps its details with analytics on.
+        assert!(taken.iter().all(|l| l.details() as u64 == l.count));
     }
 
     #[test]
-    fn details_are_kept_only_where_an_endpoint_listens() {
-        let counter = ClickCounter::default();
+    fn without_analytics_details_are_kept_only_where_an_endpoint_listens() {
+        let counter = counter(false);
         let (a, b) = (target(1), target(2));
         *counter.listening.write().unwrap_or_else(|e| e.into_inner()) =
             Some(HashSet::from([a.workspace_id]));
@@ -346,28 +482,26 @@ mod tests {
         counter.record(&b, click);
         counter.listen(b.workspace_id);
         counter.record(&b, click);
-        let mut batch = counter.take();
-        batch.links.sort_by_key(|l| l.counter);
-        let seen: Vec<_> = batch
-            .links
-            .iter()
-            .map(|l| (l.count, l.clicks.len()))
-            .collect();
+        let taken = counter.take();
+        let seen: Vec<_> = taken.iter().map(|l| (l.count, l.details())).collect();
         assert_eq!(seen, vec![(1, 1), (2, 1)]);
     }
 
     #[test]
-    fn details_are_kept_for_a_bounded_number_of_clicks() {
-        let counter = ClickCounter::default();
+    fn past_the_bound_a_click_keeps_only_its_time_and_still_becomes_an_event() {
+        let counter = counter(true);
         let a = target(1);
-        for _ in 0..MAX_DETAILED_CLICKS + 10 {
+        for _ in 0..MAX_PENDING_DETAILS + 10 {
             counter.record(&a, click);
         }
-        let batch = counter.take();
-        assert_eq!(batch.links[0].count, MAX_DETAILED_CLICKS as u64 + 10);
-        assert_eq!(batch.links[0].clicks.len(), MAX_DETAILED_CLICKS);
+        let taken = counter.take();
+        assert_eq!(taken[0].count, MAX_PENDING_DETAILS as u64 + 10);
+        assert_eq!(taken[0].visits.len(), MAX_PENDING_DETAILS);
+        assert_eq!(taken[0].bare.len(), 10);
+        let batch = batch(&Enricher::new(None), &taken, true);
+        assert_eq!(batch.links[0].clicks.len() as u64, batch.links[0].count);
         // The budget starts again once a flush took the clicks.
         counter.record(&a, click);
-        assert_eq!(counter.take().links[0].clicks.len(), 1);
+        assert_eq!(counter.take()[0].visits.len(), 1);
     }
 }

@@ -4,7 +4,8 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use shortlink_domain::{BaseUrl, ClickInfo, Destination, Link, LinkRef, Slug, WorkspaceId};
+use shortlink_analytics::GeoIp;
+use shortlink_domain::{BaseUrl, Destination, Link, LinkRef, Slug, Timestamp, Visit, WorkspaceId};
 use shortlink_storage::{
     CreateOutcome, LinkCompletion, NewLink, RedirectTarget, StorageError, Store,
 };
@@ -15,6 +16,7 @@ use crate::ServiceError;
 use crate::cache::{Cached, LinkCache};
 use crate::clicks::{ClickCounter, FlushObserver};
 use crate::create::LinkCreator;
+use crate::enrich::Enricher;
 use crate::outage::Outage;
 
 /// How long a stop keeps retrying to write the last clicks by default.
@@ -34,6 +36,13 @@ pub struct ServiceSettings {
     /// How long a cached link answers redirects before the database is asked again, where the
     /// store does not answer from memory ([`crate::FOUND_TTL`] by default).
     pub redirect_cache_ttl: Duration,
+    /// Whether every click is recorded as an analytics event (`--analytics`, on by default).
+    pub analytics: bool,
+    /// Where clicks' countries and cities come from (`--geoip-db`); none by default.
+    pub geoip: Option<Arc<GeoIp>>,
+    /// How long events are kept (`--analytics-retention-days`, 400 days by default); `None`
+    /// keeps them all.
+    pub analytics_retention: Option<Duration>,
 }
 
 impl ServiceSettings {
@@ -44,6 +53,9 @@ impl ServiceSettings {
             webhooks: WorkerConfig::default(),
             click_drain_timeout: CLICK_DRAIN_TIMEOUT,
             redirect_cache_ttl: crate::FOUND_TTL,
+            analytics: true,
+            geoip: None,
+            analytics_retention: Some(ANALYTICS_RETENTION),
         }
     }
 }
@@ -97,9 +109,13 @@ impl Service {
             inner: Arc::new(Inner {
                 store,
                 cache: LinkCache::new(settings.redirect_cache_ttl),
+                clicks: ClickCounter::new(
+                    settings.analytics,
+                    Enricher::new(settings.geoip.clone()),
+                ),
                 settings,
                 outage: Outage::default(),
-                clicks: ClickCounter::default(),
+
                 creator,
                 wake,
                 worker: Mutex::new(Some(worker)),
@@ -183,7 +199,7 @@ impl Service {
     /// `link.clicked`, and while the detail budget lasts (see [`crate::MAX_DETAILED_CLICKS`]).
     /// The click is written within [`crate::FLUSH_INTERVAL`] while [`Service::run`] runs, and
     /// by [`Service::shutdown`] at the latest.
-    pub fn record_click(&self, link: &RedirectTarget, details: impl FnOnce() -> ClickInfo) {
+    pub fn record_click(&self, link: &RedirectTarget, details: impl FnOnce() -> Visit) {
         self.inner.clicks.record(link, details);
     }
 
@@ -308,8 +324,9 @@ impl Service {
             let _ = rx.wait_for(|stop| *stop).await;
         };
         let worker = tokio::spawn(worker.run(stopped(stop_rx.clone())));
-        let housekeeping = tokio::spawn(forget_idempotency_keys(
+        let housekeeping = tokio::spawn(housekeeping(
             self.inner.store.clone(),
+            self.inner.settings.analytics_retention,
             stopped(stop_rx.clone()),
         ));
         let flusher = {
@@ -359,14 +376,22 @@ impl Service {
     }
 }
 
-/// How often idempotency keys past their lifetime are deleted.
-const FORGET_KEYS_EVERY: Duration = Duration::from_secs(10 * 60);
+/// How long click events are kept by default.
+pub const ANALYTICS_RETENTION: Duration = Duration::from_secs(400 * 24 * 60 * 60);
 
-/// Deletes idempotency keys past their lifetime until `stop`. The claim ignores such keys
-/// already; this keeps their table small.
-async fn forget_idempotency_keys(store: Store, stop: impl Future<Output = ()>) {
-    let forget = async {
-        let mut every = tokio::time::interval(FORGET_KEYS_EVERY);
+/// How often the background upkeep runs: expired idempotency keys, the events' partitions and
+/// retention.
+const HOUSEKEEPING_EVERY: Duration = Duration::from_secs(10 * 60);
+
+/// Events deleted per transaction by retention (SQLite; PostgreSQL drops whole partitions).
+const RETENTION_BATCH: i64 = 5_000;
+
+/// Runs the upkeep at once and every [`HOUSEKEEPING_EVERY`] until `stop`: deletes idempotency
+/// keys past their lifetime (the claim ignores them already; this keeps their table small),
+/// makes the coming months' event partitions, and deletes events past `retention`.
+async fn housekeeping(store: Store, retention: Option<Duration>, stop: impl Future<Output = ()>) {
+    let upkeep = async {
+        let mut every = tokio::time::interval(HOUSEKEEPING_EVERY);
         every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             every.tick().await;
@@ -375,10 +400,20 @@ async fn forget_idempotency_keys(store: Store, stop: impl Future<Output = ()>) {
                 Ok(n) => tracing::debug!(keys = n, "forgot expired idempotency keys"),
                 Err(e) => tracing::warn!(error = %e, "could not delete expired idempotency keys"),
             }
+            let now = Timestamp::now();
+            let keep_after = retention.map(|r| now.minus(r));
+            match store
+                .maintain_events(now, keep_after, RETENTION_BATCH)
+                .await
+            {
+                Ok(0) => {}
+                Ok(n) => tracing::info!(events = n, "deleted click events past retention"),
+                Err(e) => tracing::warn!(error = %e, "could not keep the click events in shape"),
+            }
         }
     };
     tokio::select! {
-        () = forget => {}
+        () = upkeep => {}
         () = stop => {}
     }
 }

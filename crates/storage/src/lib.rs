@@ -20,8 +20,9 @@ pub use idempotency::{
     PlacedCompletion, RenderCreation, StoredResponse,
 };
 pub use model::{
-    AuthenticatedKey, ClickBatch, CounterKey, CreateOutcome, DEFAULT_REDIRECT_INDEX_MIB,
-    DatabaseKind, FOLD_INTERVAL as CLICK_FOLD_INTERVAL, LinkClicks, NewLink, PoolOptions,
-    PoolUsage, RedirectTarget, ServerOptions, StoreOptions,
+    AuthenticatedKey, ClickBatch, ClickEvent, CounterKey, CreateOutcome,
+    DEFAULT_REDIRECT_INDEX_MIB, DatabaseKind, Dimension, EventFilter, ExportedEvent,
+    FOLD_INTERVAL as CLICK_FOLD_INTERVAL, LinkClicks, NewLink, PoolOptions, PoolUsage,
+    RedirectTarget, ServerOptions, StoreOptions, Tally,
 };
 pub use store::{ANSWER_WITHIN, Store};

@@ -142,6 +142,9 @@ pub struct AuthenticatedKey {
 pub struct ClickBatch {
     /// One entry per clicked link.
     pub links: Vec<LinkClicks>,
+    /// Whether every click of the batch is written as an analytics event (analytics on); each
+    /// link then carries the details of all its clicks.
+    pub events: bool,
 }
 
 /// The key of a link's click counter: the link's row number in this database. A link's counter
@@ -172,6 +175,99 @@ pub struct LinkClicks {
     pub workspace_id: WorkspaceId,
     /// How many clicks to add.
     pub count: u64,
-    /// Details of up to `count` of them, for `link.clicked` events.
-    pub clicks: Vec<ClickInfo>,
+    /// Details of up to `count` of them: each becomes an analytics event when the batch
+    /// [records events](ClickBatch::events), and a `link.clicked` event for subscribed endpoints.
+    pub clicks: Vec<ClickEvent>,
+}
+
+/// One click as its analytics event and its `link.clicked` event know it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClickEvent {
+    /// What is known of the click.
+    pub click: ClickInfo,
+    /// Its visitor: a daily keyed hash of client address and User-Agent.
+    pub visitor: i64,
+}
+
+/// Which click events an analytics query reads: one workspace's (or one link's), in
+/// `[start, end)`, matching every filter given.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventFilter {
+    /// The workspace.
+    pub workspace_id: WorkspaceId,
+    /// One of its links (by its counter), or all of them.
+    pub link: Option<CounterKey>,
+    /// First instant included.
+    pub start: Timestamp,
+    /// First instant excluded.
+    pub end: Timestamp,
+    /// Equality filters, combined with AND.
+    pub country: Option<String>,
+    /// See `country`.
+    pub city: Option<String>,
+    /// See `country`.
+    pub device: Option<String>,
+    /// See `country`.
+    pub browser: Option<String>,
+    /// See `country`.
+    pub os: Option<String>,
+    /// See `country`.
+    pub referrer: Option<String>,
+}
+
+/// What an analytics breakdown groups by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dimension {
+    /// ISO country code.
+    Country,
+    /// City name.
+    City,
+    /// Device kind.
+    Device,
+    /// Browser family.
+    Browser,
+    /// OS family.
+    Os,
+    /// Referrer host.
+    Referrer,
+    /// The link (its id).
+    Link,
+}
+
+/// Clicks and unique visitors of one group (or of everything).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tally {
+    /// The group's value; `None` for unknown (or for a total).
+    pub key: Option<String>,
+    /// Clicks.
+    pub clicks: u64,
+    /// Unique visitors (distinct daily visitor hashes).
+    pub visitors: u64,
+}
+
+/// One click event as exported.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExportedEvent {
+    /// Where the next page starts: (time, id).
+    pub position: (i64, i64),
+    /// When.
+    pub timestamp: Timestamp,
+    /// The link's id, if the link still exists.
+    pub link_id: Option<String>,
+    /// Its short code, likewise.
+    pub short_code: Option<String>,
+    /// The event's fields.
+    pub country: Option<String>,
+    /// See `country`.
+    pub city: Option<String>,
+    /// See `country`.
+    pub device: String,
+    /// See `country`.
+    pub browser: Option<String>,
+    /// See `country`.
+    pub os: Option<String>,
+    /// See `country`.
+    pub referrer: String,
+    /// See `country`.
+    pub referrer_url: Option<String>,
 }

@@ -20,6 +20,8 @@ pub(crate) type Conn = diesel_async::AsyncPgConnection;
 )]
 pub(crate) mod queries;
 
+pub(crate) mod partitions;
+
 /// Selects due deliveries and locks their rows for the caller's transaction, skipping rows
 /// another process has locked: several servers claim side by side without taking the same one.
 pub(crate) async fn lock_due(
@@ -135,6 +137,17 @@ pub(crate) async fn count_clicks(
     _hooks: &impl Hooks,
 ) -> Result<(), StorageError> {
     Ok(add_clicks(c, counts).await?)
+}
+
+/// One multi-row insert of click events.
+pub(crate) async fn insert_event_rows(
+    c: &mut Conn,
+    rows: Vec<crate::rows::EventRow>,
+) -> QueryResult<usize> {
+    diesel::insert_into(crate::schema::click_events::table)
+        .values(rows)
+        .execute(c)
+        .await
 }
 
 /// One multi-row insert into the outbox.

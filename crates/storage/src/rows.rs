@@ -152,6 +152,23 @@ impl RedirectRow {
     }
 }
 
+/// A click event as inserted (`queries/analytics.rs`).
+#[derive(Insertable)]
+#[diesel(table_name = crate::schema::click_events, treat_none_as_default_value = false)]
+pub(crate) struct EventRow {
+    pub workspace_id: String,
+    pub link_seq: i64,
+    pub occurred_at: i64,
+    pub country: Option<String>,
+    pub city: Option<String>,
+    pub device: String,
+    pub browser: Option<String>,
+    pub os: Option<String>,
+    pub referrer: String,
+    pub referrer_url: Option<String>,
+    pub visitor: i64,
+}
+
 /// A link as inserted: the database numbers it and creates its counter.
 #[derive(Insertable, Clone)]
 #[diesel(table_name = links)]

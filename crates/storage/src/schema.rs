@@ -130,3 +130,30 @@ diesel::table! {
         created_at -> BigInt,
     }
 }
+
+diesel::table! {
+    /// One row per counted click (`queries/analytics.rs`). `id` is SQLite's row id, and a
+    /// sequence on PostgreSQL (unique, not a key: the table is partitioned by time).
+    click_events (id) {
+        id -> BigInt,
+        workspace_id -> Text,
+        link_seq -> BigInt,
+        occurred_at -> BigInt,
+        country -> Nullable<Text>,
+        city -> Nullable<Text>,
+        device -> Text,
+        browser -> Nullable<Text>,
+        os -> Nullable<Text>,
+        referrer -> Text,
+        referrer_url -> Nullable<Text>,
+        visitor -> BigInt,
+    }
+}
+
+diesel::table! {
+    /// One row: the secret daily visitor keys derive from.
+    analytics_secret (id) {
+        id -> Integer,
+        secret -> Text,
+    }
+}

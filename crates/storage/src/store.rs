@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use crate::idempotency::{ClaimOutcome, IdempotencyClaim, PlacedCompletion, StoredResponse};
 use crate::model::{
-    AuthenticatedKey, ClickBatch, CreateOutcome, DatabaseKind, NewLink, PoolOptions, PoolUsage,
-    RedirectTarget, StoreOptions,
+    AuthenticatedKey, ClickBatch, CounterKey, CreateOutcome, DatabaseKind, Dimension, EventFilter,
+    ExportedEvent, NewLink, PoolOptions, PoolUsage, RedirectTarget, StoreOptions, Tally,
 };
 use crate::pg::Postgres;
 use crate::pool::{self, PgPool};
@@ -202,6 +202,8 @@ impl Store {
     pub async fn open(url: &str, options: StoreOptions) -> Result<Self, StorageError> {
         let store = Self::connect(url, options.pool)?;
         store.migrate().await?;
+        // The click events' partitions for this month and the next exist before any is written.
+        store.maintain_events(Timestamp::now(), None, 1).await?;
         if let Some(server) = options.server
             && store.kind() == DatabaseKind::Sqlite
         {
@@ -412,6 +414,21 @@ impl Store {
         self.detached(
             |s| async move { dispatch!(s, read, get_link(workspace, &link, &domain), hooks) },
         )
+        .await
+    }
+
+    /// The click counter of one of the workspace's links (what its analytics events are filed
+    /// under); `None` when it is not the workspace's.
+    pub async fn link_counter(
+        &self,
+        workspace: WorkspaceId,
+        link: &LinkRef,
+        domain: &str,
+    ) -> Result<Option<CounterKey>, StorageError> {
+        let (link, domain) = (link.clone(), domain.to_owned());
+        self.detached(|s| async move {
+            dispatch!(s, read, link_counter(workspace, &link, &domain), hooks)
+        })
         .await
     }
 
@@ -661,6 +678,89 @@ impl Store {
             |s| async move { dispatch!(s, write, insert_webhook(&hook, completion.as_ref())) },
         )
         .await
+    }
+
+    /// The secret the daily visitor keys derive from, the same for every instance on this
+    /// database.
+    pub async fn analytics_secret(&self) -> Result<String, StorageError> {
+        self.detached(|s| async move { dispatch!(s, read, read_analytics_secret()) })
+            .await
+    }
+
+    /// Clicks and unique visitors of the events `filter` selects.
+    pub async fn analytics_totals(&self, filter: &EventFilter) -> Result<Tally, StorageError> {
+        let filter = filter.clone();
+        self.detached(|s| async move { dispatch!(s, read, analytics_totals(&filter)) })
+            .await
+    }
+
+    /// Clicks and unique visitors by `dimension`, most clicks first, at most `limit` groups.
+    pub async fn analytics_breakdown(
+        &self,
+        filter: &EventFilter,
+        dimension: Dimension,
+        limit: i64,
+    ) -> Result<Vec<Tally>, StorageError> {
+        let filter = filter.clone();
+        self.detached(|s| async move {
+            dispatch!(s, read, analytics_breakdown(&filter, dimension, limit))
+        })
+        .await
+    }
+
+    /// The time (ms) and visitor of every event `filter` selects.
+    pub async fn analytics_times(
+        &self,
+        filter: &EventFilter,
+    ) -> Result<Vec<(i64, i64)>, StorageError> {
+        let filter = filter.clone();
+        self.detached(|s| async move { dispatch!(s, read, analytics_times(&filter)) })
+            .await
+    }
+
+    /// Up to `limit` events `filter` selects after `after` (an [`ExportedEvent::position`]), in
+    /// time order.
+    pub async fn export_events(
+        &self,
+        filter: &EventFilter,
+        after: Option<(i64, i64)>,
+        limit: i64,
+    ) -> Result<Vec<ExportedEvent>, StorageError> {
+        let filter = filter.clone();
+        self.detached(|s| async move { dispatch!(s, read, export_events(&filter, after, limit)) })
+            .await
+    }
+
+    /// Keeps the events table in shape: on PostgreSQL, creates the monthly partitions of the
+    /// coming months and drops those wholly before `keep_after`; on both, deletes older events
+    /// left elsewhere in batches of `batch` (each a short transaction of its own). Returns how
+    /// many events were deleted row by row.
+    pub async fn maintain_events(
+        &self,
+        now: Timestamp,
+        keep_after: Option<Timestamp>,
+        batch: i64,
+    ) -> Result<usize, StorageError> {
+        if let Backend::Postgres(pool) = &self.backend {
+            let mut conn = within(ANSWER_WITHIN, async { Ok(pool.get().await?) }).await?;
+            crate::pg::partitions::maintain(&mut conn, now, keep_after).await?;
+        }
+        let Some(keep_after) = keep_after else {
+            return Ok(0);
+        };
+        let mut deleted = 0;
+        loop {
+            let before = keep_after.unix_millis();
+            let n = self
+                .detached(
+                    |s| async move { dispatch!(s, write, delete_events_before(before, batch)) },
+                )
+                .await?;
+            deleted += n;
+            if n < usize::try_from(batch).unwrap_or(usize::MAX) {
+                return Ok(deleted);
+            }
+        }
     }
 
     /// How busy the connection pools are.

@@ -24,6 +24,12 @@ pub const BODY_TIMEOUT: Duration = Duration::from_secs(2);
 /// The test servers' fold interval on SQLite: short, so a test sees clicks reach the file.
 const CLICK_FOLD_INTERVAL: Duration = Duration::from_secs(1);
 
+/// The GeoIP test database with known answers (its README lists them).
+pub fn geoip_test_database() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/geoip/GeoLite2-City-Test.mmdb")
+}
+
 /// How to set a test server up.
 #[derive(Debug, Clone, Copy)]
 pub struct Setup {
@@ -32,6 +38,9 @@ pub struct Setup {
     /// Whether the harness checks its key with one request before handing the server over
     /// (which also opens the server's first database connections and caches the key).
     pub check_key: bool,
+    /// Whether the server believes `X-Forwarded-For` from 127.0.0.1 (the tests' own address)
+    /// and locates clients with the GeoIP test database (`../shared/geoip`).
+    pub behind_proxy_with_geoip: bool,
 }
 
 impl Default for Setup {
@@ -39,6 +48,7 @@ impl Default for Setup {
         Self {
             allow_private_targets: true,
             check_key: true,
+            behind_proxy_with_geoip: false,
         }
     }
 }
@@ -106,6 +116,11 @@ impl TestApp {
             click_fold_interval: CLICK_FOLD_INTERVAL,
             // Far more than a body needs over loopback, and short enough to test the 408.
             request_body_timeout: BODY_TIMEOUT,
+            trusted_proxies: match setup.behind_proxy_with_geoip {
+                true => "127.0.0.1".parse().expect("an address"),
+                false => Default::default(),
+            },
+            geoip_db: setup.behind_proxy_with_geoip.then(geoip_test_database),
             ..Config::new(url)
         };
         let app = Application::build(config)

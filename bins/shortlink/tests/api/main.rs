@@ -1,6 +1,7 @@
 //! The HTTP API as a client sees it: the real server on a random port, its own database per
 //! test, every contract rule asserted on status, envelope and headers.
 
+mod analytics;
 mod auth;
 mod bulk;
 mod dashboard;

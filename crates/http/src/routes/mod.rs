@@ -1,5 +1,6 @@
 //! The routes, one module per resource.
 
+pub mod analytics;
 pub mod dashboard;
 pub mod health;
 pub mod links;

@@ -13,7 +13,7 @@ use std::sync::LazyLock;
 use actix_web::http::{Method, header};
 use actix_web::web::Data;
 use actix_web::{HttpRequest, HttpResponse};
-use shortlink_domain::{ClickInfo, Timestamp};
+use shortlink_domain::{Timestamp, Visit};
 
 use crate::error::ApiError;
 use crate::state::AppState;
@@ -54,8 +54,9 @@ pub async fn redirect(state: Data<AppState>, req: HttpRequest) -> Result<HttpRes
         return Ok(not_found_page());
     };
     if req.method() == Method::GET && !is_bot(&req) {
-        state.service.record_click(&target, || ClickInfo {
+        state.service.record_click(&target, || Visit {
             timestamp: Timestamp::now(),
+            address: Some(crate::client::client_address(&state, &req)),
             referrer: header_text(&req, header::REFERER),
             user_agent: header_text(&req, header::USER_AGENT),
         });

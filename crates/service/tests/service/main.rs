@@ -8,7 +8,7 @@
 mod outage;
 
 use shortlink_domain::{
-    BaseUrl, ClickInfo, Destination, LinkId, LinkRef, RateLimit, Slug, Timestamp, Workspace,
+    BaseUrl, Destination, LinkId, LinkRef, RateLimit, Slug, Timestamp, Visit, Workspace,
     WorkspaceId,
 };
 use shortlink_service::{Service, ServiceError, ServiceSettings};
@@ -66,9 +66,10 @@ fn new_link(workspace: &Workspace, slug: &str, destination: &str) -> NewLink {
     }
 }
 
-fn click() -> ClickInfo {
-    ClickInfo {
+fn click() -> Visit {
+    Visit {
         timestamp: Timestamp::now(),
+        address: None,
         referrer: None,
         user_agent: None,
     }

@@ -6,7 +6,7 @@ use diesel::prelude::*;
 use diesel_async::{AsyncConnection, RunQueryDsl};
 use shortlink_domain::{BaseUrl, ClickInfo, Event, EventKind, Timestamp};
 
-use super::{Conn, count_clicks, outbox};
+use super::{Conn, count_clicks, insert_click_events, outbox};
 use crate::StorageError;
 use crate::hooks::Hooks;
 use crate::model::{ClickBatch, LinkClicks};
@@ -33,6 +33,9 @@ pub(crate) async fn record_clicks(
     let journaled = hooks.journals_clicks();
     c.transaction(async |c| -> Result<(), StorageError> {
         count_clicks(c, &counts, hooks).await?;
+        if batch.events {
+            insert_click_events(c, batch).await?;
+        }
         let subs = outbox::subscriptions(c, batch.links.iter().map(|l| l.workspace_id)).await?;
         let wanted: Vec<&LinkClicks> = batch
             .links
@@ -64,16 +67,14 @@ pub(crate) async fn record_clicks(
                     .saturating_add(i64::try_from(entry.count).unwrap_or(i64::MAX));
             }
             let view = link.view(base);
-            // Clicks counted while the batcher was over its detail bound carry no headers.
-            let bare = ClickInfo {
-                timestamp: Timestamp::now(),
-                referrer: None,
-                user_agent: None,
-            };
+            // Clicks counted without their details (analytics off and the workspace not known to
+            // listen yet) carry only the flush's time.
+            let bare = ClickInfo::bare(Timestamp::now());
             let missing = entry.count.saturating_sub(entry.clicks.len() as u64);
             let clicks = entry
                 .clicks
                 .iter()
+                .map(|event| &event.click)
                 .chain(std::iter::repeat_n(&bare, missing as usize));
             for click in clicks {
                 events.push((

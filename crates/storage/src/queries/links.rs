@@ -217,6 +217,19 @@ pub(crate) async fn get_link(
         .transpose()
 }
 
+/// The click counter (and so the events) of the workspace's link `link` refers to.
+pub(crate) async fn link_counter(
+    c: &mut Conn,
+    workspace: WorkspaceId,
+    link: &LinkRef,
+    domain: &str,
+    hooks: &impl Hooks,
+) -> Result<Option<CounterKey>, StorageError> {
+    Ok(find(c, workspace, link, domain, hooks)
+        .await?
+        .map(|row| CounterKey(row.seq)))
+}
+
 /// The workspace's link `link` refers to, as a row (a change reads it in its own transaction).
 async fn find(
     c: &mut Conn,

@@ -8,6 +8,7 @@
 //! SQLite re-prepares a statement whose LIMIT is a bound parameter on every call, which made the
 //! redirect's cache misses several times slower.
 
+mod analytics;
 mod clicks;
 mod deliveries;
 mod idempotency;
@@ -17,12 +18,13 @@ mod webhooks;
 mod workspaces;
 
 pub(crate) use super::{
-    Conn, Creation, begin_creation, count_clicks, insert_deliveries, insert_new_links, lock_due,
-    lock_for_writing,
+    Conn, Creation, begin_creation, count_clicks, insert_deliveries, insert_event_rows,
+    insert_new_links, lock_due, lock_for_writing,
 };
 
 /// The backend the queries are compiled for.
 pub(crate) type Backend = <Conn as diesel_async::AsyncConnectionCore>::Backend;
+pub(crate) use analytics::*;
 pub(crate) use clicks::*;
 pub(crate) use deliveries::*;
 pub(crate) use idempotency::*;

@@ -224,6 +224,20 @@ impl diesel::query_builder::QueryFragment<diesel::sqlite::Sqlite> for InsertLink
 
 impl diesel::query_dsl::RunQueryDsl<diesel::SqliteConnection> for InsertLinks<'_> {}
 
+/// One multi-row insert of click events.
+pub(crate) async fn insert_event_rows(
+    c: &mut Conn,
+    rows: Vec<crate::rows::EventRow>,
+) -> QueryResult<usize> {
+    c.spawn_blocking(move |c| {
+        diesel::RunQueryDsl::execute(
+            diesel::insert_into(crate::schema::click_events::table).values(rows),
+            c,
+        )
+    })
+    .await
+}
+
 /// One multi-row insert into the outbox.
 pub(crate) async fn insert_deliveries(c: &mut Conn, rows: Vec<DeliveryRow>) -> QueryResult<usize> {
     c.spawn_blocking(move |c| {

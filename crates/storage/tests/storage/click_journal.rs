@@ -42,7 +42,14 @@ async fn record(store: &Store, ws: &Workspace, counter: CounterKey, count: u64) 
         clicks: vec![],
     }];
     store
-        .record_clicks(ClickBatch { links }.into(), &base())
+        .record_clicks(
+            ClickBatch {
+                links,
+                events: false,
+            }
+            .into(),
+            &base(),
+        )
         .await
         .unwrap();
 }

@@ -4,7 +4,7 @@ use shortlink_domain::{
     AttemptRecord, ClaimedDelivery, ClickInfo, DeliveryCursor, DeliveryQueue, DeliveryState,
     EventKind, NextStep, Timestamp, Webhook, WebhookId, WebhookSecret, WebhookTarget, Workspace,
 };
-use shortlink_storage::{ClickBatch, LinkClicks, Store};
+use shortlink_storage::{ClickBatch, ClickEvent, LinkClicks, Store};
 
 use crate::{TestDatabase, base, create, each_backend, new_link, workspace, write_elsewhere};
 
@@ -59,10 +59,13 @@ each_backend!(
         .await;
 
         let link = create(&store, new_link(&acme, Some("x"), "https://example.com/")).await;
-        let click = ClickInfo {
-            timestamp: Timestamp::now(),
-            referrer: Some("https://ref.example/".into()),
-            user_agent: None,
+        let click = ClickEvent {
+            click: ClickInfo {
+                referrer: "ref.example".into(),
+                referrer_url: Some("https://ref.example/".into()),
+                ..ClickInfo::bare(Timestamp::now())
+            },
+            visitor: 1,
         };
         let counter = store
             .resolve(base().domain(), "x")
@@ -77,6 +80,7 @@ each_backend!(
                 count: 2,
                 clicks: vec![click],
             }],
+            events: false,
         };
         store.record_clicks(batch.into(), &base()).await.unwrap();
 

@@ -199,7 +199,14 @@ each_backend!(click_batches_add_exactly, as_server, |store| {
     };
     let record = async |links| {
         store
-            .record_clicks(ClickBatch { links }.into(), &base())
+            .record_clicks(
+                ClickBatch {
+                    links,
+                    events: false,
+                }
+                .into(),
+                &base(),
+            )
             .await
             .unwrap()
     };
@@ -259,7 +266,14 @@ each_backend!(a_large_click_batch_adds_exactly, as_server, |store| {
         });
     }
     store
-        .record_clicks(ClickBatch { links: batch }.into(), &base())
+        .record_clicks(
+            ClickBatch {
+                links: batch,
+                events: false,
+            }
+            .into(),
+            &base(),
+        )
         .await
         .unwrap();
     // With the journal, counted in memory and then, folded, in the file (across several of the

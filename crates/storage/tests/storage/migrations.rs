@@ -90,6 +90,7 @@ async fn links_and_clicks_survive_the_counter_migration() {
                 count: 2,
                 clicks: vec![],
             }],
+            events: false,
         };
         store.record_clicks(batch.into(), &base()).await.unwrap();
         let ws = store.find_workspace("acme").await.unwrap().unwrap();

@@ -12,8 +12,16 @@ fn webhooks_md() -> String {
 pub fn examples() -> [Event; 2] {
     let click = ClickInfo {
         timestamp: Timestamp::from_unix_millis(1_795_648_000_456),
-        referrer: Some("https://news.example/".into()),
-        user_agent: Some("Mozilla/5.0 (X11; Linux x86_64)".into()),
+        country: Some("GB".into()),
+        city: Some("London".into()),
+        device: "desktop".into(),
+        browser: Some("Firefox".into()),
+        os: Some("Linux".into()),
+        referrer: "news.example".into(),
+        referrer_url: Some("https://news.example/story".into()),
+        user_agent: Some(
+            "Mozilla/5.0 (X11; Linux x86_64; rv:127.0) Gecko/20100101 Firefox/127.0".into(),
+        ),
     };
     let mut clicked = link_view();
     clicked.clicks = 1;

@@ -1,0 +1,251 @@
+//! The buckets of a time series: where each hour, day, week (from Monday) or month begins in a
+//! time zone, daylight-saving changes included (a day may last 23 or 25 hours).
+
+use jiff::tz::TimeZone;
+use jiff::{Timestamp, ToSpan, Zoned};
+
+/// Most buckets one series may have.
+pub const MAX_BUCKETS: usize = 1000;
+
+/// A series' step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Interval {
+    /// An hour.
+    Hour,
+    /// A day.
+    Day,
+    /// A week, from Monday.
+    Week,
+    /// A calendar month.
+    Month,
+}
+
+impl Interval {
+    /// `hour`, `day`, `week` or `month`.
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "hour" => Interval::Hour,
+            "day" => Interval::Day,
+            "week" => Interval::Week,
+            "month" => Interval::Month,
+            _ => return None,
+        })
+    }
+}
+
+/// Why a series cannot be made.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BucketError {
+    /// Over [`MAX_BUCKETS`].
+    #[error("the range holds more than {MAX_BUCKETS} buckets of this interval")]
+    TooMany,
+    /// The range is outside what the calendar handles.
+    #[error("the range is out of bounds")]
+    OutOfRange,
+}
+
+/// The time zone named `name` (IANA), or `None`.
+pub fn time_zone(name: &str) -> Option<TimeZone> {
+    if name.is_empty() || name.len() > 64 {
+        return None;
+    }
+    TimeZone::get(name).ok()
+}
+
+/// An instant given as RFC 3339 (`2026-11-01T00:00:00Z`), or as a date (`2026-11-01`, midnight
+/// in `zone`), in milliseconds since the epoch; `None` for anything else.
+pub fn parse_instant(value: &str, zone: &TimeZone) -> Option<i64> {
+    if let Ok(at) = value.parse::<Timestamp>() {
+        return Some(at.as_millisecond());
+    }
+    let date: jiff::civil::Date = value.parse().ok()?;
+    Some(
+        date.to_zoned(zone.clone())
+            .ok()?
+            .timestamp()
+            .as_millisecond(),
+    )
+}
+
+/// A bucket's start as RFC 3339 with its local offset, and in milliseconds since the epoch.
+pub fn bucket_start(start: &Zoned) -> (String, i64) {
+    (
+        start.strftime("%Y-%m-%dT%H:%M:%S%:z").to_string(),
+        start.timestamp().as_millisecond(),
+    )
+}
+
+/// Where the bucket holding `at` begins.
+fn floor(at: &Zoned, interval: Interval) -> Result<Zoned, jiff::Error> {
+    let day = at.start_of_day()?;
+    match interval {
+        Interval::Hour => at.with().minute(0).second(0).subsec_nanosecond(0).build(),
+        Interval::Day => Ok(day),
+        Interval::Week => {
+            let back = i64::from(day.weekday().to_monday_zero_offset());
+            day.checked_sub(back.days())?.start_of_day()
+        }
+        Interval::Month => day.first_of_month()?.start_of_day(),
+    }
+}
+
+fn next(at: &Zoned, interval: Interval) -> Result<Zoned, jiff::Error> {
+    match interval {
+        Interval::Hour => at.checked_add(1.hour()),
+        Interval::Day => at.checked_add(1.day())?.start_of_day(),
+        Interval::Week => at.checked_add(1.week())?.start_of_day(),
+        Interval::Month => at.checked_add(1.month())?.start_of_day(),
+    }
+}
+
+/// The starts of the buckets covering `[start, end)` (milliseconds since the epoch), the first
+/// one at or before `start`, each as the instant and its local time.
+pub fn buckets(
+    start_ms: i64,
+    end_ms: i64,
+    interval: Interval,
+    zone: &TimeZone,
+) -> Result<Vec<Zoned>, BucketError> {
+    let at = |ms: i64| {
+        Timestamp::from_millisecond(ms)
+            .map(|t| t.to_zoned(zone.clone()))
+            .map_err(|_| BucketError::OutOfRange)
+    };
+    let end = at(end_ms)?;
+    let mut bucket = floor(&at(start_ms)?, interval).map_err(|_| BucketError::OutOfRange)?;
+    let mut starts = Vec::new();
+    while bucket < end {
+        if starts.len() == MAX_BUCKETS {
+            return Err(BucketError::TooMany);
+        }
+        let following = next(&bucket, interval).map_err(|_| BucketError::OutOfRange)?;
+        starts.push(bucket);
+        bucket = following;
+    }
+    Ok(starts)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(s: &str) -> i64 {
+        s.parse::<Timestamp>().expect("an instant").as_millisecond()
+    }
+
+    fn rfc(z: &Zoned) -> String {
+        z.strftime("%Y-%m-%dT%H:%M:%S%:z").to_string()
+    }
+
+    #[test]
+    fn days_in_london_across_the_spring_change() {
+        let london = time_zone("Europe/London").expect("a zone");
+        let days = buckets(
+            ms("2026-03-28T12:00:00Z"),
+            ms("2026-03-30T23:00:00Z"),
+            Interval::Day,
+            &london,
+        )
+        .expect("buckets");
+        let starts: Vec<String> = days.iter().map(rfc).collect();
+        assert_eq!(
+            starts,
+            [
+                "2026-03-28T00:00:00+00:00",
+                "2026-03-29T00:00:00+00:00",
+                "2026-03-30T00:00:00+01:00",
+            ]
+        );
+        // The 29th lasts 23 hours.
+        let hours = buckets(
+            ms("2026-03-29T00:00:00Z"),
+            ms("2026-03-29T23:00:00Z"),
+            Interval::Hour,
+            &london,
+        )
+        .expect("buckets");
+        assert_eq!(hours.len(), 23);
+    }
+
+    #[test]
+    fn weeks_start_on_monday_and_months_on_the_first() {
+        let utc = time_zone("UTC").expect("a zone");
+        let weeks = buckets(
+            ms("2026-11-25T10:00:00Z"),
+            ms("2026-12-01T00:00:00Z"),
+            Interval::Week,
+            &utc,
+        )
+        .expect("buckets");
+        assert_eq!(
+            weeks.iter().map(rfc).collect::<Vec<_>>(),
+            ["2026-11-23T00:00:00+00:00", "2026-11-30T00:00:00+00:00"]
+        );
+        let months = buckets(
+            ms("2026-01-31T00:00:00Z"),
+            ms("2026-03-01T00:00:00Z"),
+            Interval::Month,
+            &utc,
+        )
+        .expect("buckets");
+        assert_eq!(
+            months.iter().map(rfc).collect::<Vec<_>>(),
+            ["2026-01-01T00:00:00+00:00", "2026-02-01T00:00:00+00:00"]
+        );
+    }
+
+    #[test]
+    fn instants_are_rfc3339_or_local_dates() {
+        let tokyo = time_zone("Asia/Tokyo").expect("a zone");
+        assert_eq!(
+            parse_instant("2026-11-01T00:00:00Z", &tokyo),
+            Some(ms("2026-11-01T00:00:00Z"))
+        );
+        assert_eq!(
+            parse_instant("2026-11-01", &tokyo),
+            Some(ms("2026-10-31T15:00:00Z"))
+        );
+        assert_eq!(parse_instant("yesterday", &tokyo), None);
+        assert_eq!(parse_instant("2026-13-01", &tokyo), None);
+        let start = buckets(
+            ms("2026-11-01T00:00:00Z"),
+            ms("2026-11-01T01:00:00Z"),
+            Interval::Day,
+            &tokyo,
+        )
+        .expect("buckets");
+        assert_eq!(
+            bucket_start(&start[0]),
+            (
+                "2026-11-01T00:00:00+09:00".to_owned(),
+                ms("2026-10-31T15:00:00Z")
+            )
+        );
+    }
+
+    #[test]
+    fn too_many_buckets_and_bad_zones_are_refused() {
+        let utc = time_zone("UTC").expect("a zone");
+        assert_eq!(
+            buckets(
+                ms("2026-01-01T00:00:00Z"),
+                ms("2026-03-01T00:00:00Z"),
+                Interval::Hour,
+                &utc
+            ),
+            Err(BucketError::TooMany)
+        );
+        assert!(time_zone("Mars/Olympus").is_none());
+        assert!(time_zone("").is_none());
+        assert!(
+            buckets(
+                ms("2026-01-01T00:00:00Z"),
+                ms("2026-01-01T00:00:00Z"),
+                Interval::Day,
+                &utc
+            )
+            .expect("buckets")
+            .is_empty()
+        );
+    }
+}

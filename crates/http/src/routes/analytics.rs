@@ -1,0 +1,521 @@
+//! `/api/v1/analytics`: clicks and unique visitors of the workspace or one link, as a total, a
+//! time series or a breakdown; `/api/v1/analytics/export`: the events themselves, streamed as
+//! CSV or NDJSON.
+
+use actix_web::http::header;
+use actix_web::web::{self, Bytes, Data};
+use actix_web::{HttpRequest, HttpResponse, Responder};
+use futures_util::stream;
+use serde::{Deserialize, Serialize};
+use shortlink_analytics::{
+    BucketError, Interval, MAX_BUCKETS, TimeZone, Zoned, bucket_start, buckets, parse_instant,
+    time_zone,
+};
+use shortlink_domain::{LinkRef, Timestamp};
+use shortlink_storage::{Dimension, EventFilter, ExportedEvent, Tally};
+use utoipa::{IntoParams, ToSchema};
+
+use crate::auth::Authenticated;
+use crate::envelope::{Envelope, ok};
+use crate::error::ApiError;
+use crate::extract::parse_query;
+use crate::state::AppState;
+
+/// The range when none is given: the last 30 days.
+const DEFAULT_DAYS: u64 = 30;
+
+/// Breakdown entries unless `limit` says otherwise.
+const DEFAULT_LIMIT: i64 = 10;
+
+/// Events per page of an export.
+const EXPORT_PAGE: i64 = 5_000;
+
+/// The export's columns, in order.
+pub const EXPORT_COLUMNS: [&str; 10] = [
+    "timestamp",
+    "linkId",
+    "shortCode",
+    "country",
+    "city",
+    "device",
+    "browser",
+    "os",
+    "referrer",
+    "referrerUrl",
+];
+
+/// Routes under `/api/v1`.
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.service(
+        web::resource("/analytics")
+            .route(web::get().to(analytics))
+            .default_service(crate::method_not_allowed("GET")),
+    )
+    .service(
+        web::resource("/analytics/export")
+            .route(web::get().to(export))
+            .default_service(crate::method_not_allowed("GET")),
+    );
+}
+
+/// The range and filters both endpoints take (read from the same query string as each
+/// endpoint's own parameters; any other parameter is refused, see [`parse`]).
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(rename_all = "camelCase")]
+#[into_params(parameter_in = Query)]
+pub struct Selection {
+    /// One link (its id or short code); the whole workspace without it.
+    #[param(max_length = 64)]
+    pub link_id: Option<String>,
+    /// First instant included: RFC 3339, or `YYYY-MM-DD` (midnight in `timezone`). Default: 30
+    /// days before `end`.
+    #[param(example = "2026-11-01")]
+    pub start: Option<String>,
+    /// First instant excluded, likewise. Default: now.
+    #[param(example = "2026-12-01")]
+    pub end: Option<String>,
+    /// IANA time zone where dates, days, weeks and months begin (default `UTC`).
+    #[param(example = "Europe/London")]
+    pub timezone: Option<String>,
+    /// Only clicks from this country (ISO 3166-1 alpha-2).
+    #[param(example = "GB")]
+    pub country: Option<String>,
+    /// Only clicks from this city.
+    pub city: Option<String>,
+    /// Only clicks from this kind of device.
+    #[param(pattern = "^(desktop|mobile|tablet|other)$")]
+    pub device: Option<String>,
+    /// Only clicks from this browser family.
+    pub browser: Option<String>,
+    /// Only clicks from this OS family.
+    pub os: Option<String>,
+    /// Only clicks referred by this host (`(direct)` for none).
+    pub referrer: Option<String>,
+}
+
+/// The range and filters' parameter names.
+const SELECTION: [&str; 10] = [
+    "linkId", "start", "end", "timezone", "country", "city", "device", "browser", "os", "referrer",
+];
+
+/// GET `/analytics`'s own parameters.
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(rename_all = "camelCase")]
+#[into_params(parameter_in = Query)]
+pub struct AnalyticsQuery {
+    /// `count` (default), `timeseries`, or a breakdown: `countries`, `cities`, `devices`,
+    /// `browsers`, `os`, `referrers`, `links`.
+    #[param(pattern = "^(count|timeseries|countries|cities|devices|browsers|os|referrers|links)$")]
+    pub group_by: Option<String>,
+    /// The time series' step: `hour`, `day` (default), `week` (from Monday), `month`.
+    #[param(pattern = "^(hour|day|week|month)$")]
+    pub interval: Option<String>,
+    /// Most breakdown entries, 1 to 100 (default 10).
+    #[param(minimum = 1, maximum = 100)]
+    pub limit: Option<i64>,
+}
+
+/// GET `/analytics/export`'s own parameter.
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(rename_all = "camelCase")]
+#[into_params(parameter_in = Query)]
+pub struct ExportQuery {
+    /// `csv` (default) or `ndjson`.
+    #[param(pattern = "^(csv|ndjson)$")]
+    pub format: Option<String>,
+}
+
+/// An endpoint's own parameters and the selection, from one query string; a parameter neither
+/// knows is a 400 naming it.
+fn parse<T: serde::de::DeserializeOwned>(
+    query: &str,
+    own: &[&str],
+) -> Result<(T, Selection), ApiError> {
+    for (name, _) in form_urlencoded::parse(query.as_bytes()) {
+        if !own.contains(&name.as_ref()) && !SELECTION.contains(&name.as_ref()) {
+            return Err(ApiError::field(
+                name.as_ref(),
+                format!("unknown parameter `{name}`"),
+            ));
+        }
+    }
+    Ok((parse_query(query)?, parse_query(query)?))
+}
+
+/// `groupBy=count`.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Totals {
+    clicks: u64,
+    unique_visitors: u64,
+}
+
+/// One bucket of `groupBy=timeseries`.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Bucket {
+    /// Where the bucket begins, in the query's time zone (RFC 3339 with its offset).
+    start: String,
+    clicks: u64,
+    unique_visitors: u64,
+}
+
+/// One entry of a breakdown.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Group {
+    /// The value (a country code, a browser family, a link id, …); null for unknown.
+    key: Option<String>,
+    clicks: u64,
+    unique_visitors: u64,
+}
+
+impl From<Tally> for Group {
+    fn from(t: Tally) -> Self {
+        Group {
+            key: t.key,
+            clicks: t.clicks,
+            unique_visitors: t.visitors,
+        }
+    }
+}
+
+/// What a query asks for.
+enum Shape {
+    Count,
+    Series(Interval),
+    Breakdown(Dimension),
+}
+
+fn shape(query: &AnalyticsQuery) -> Result<Shape, ApiError> {
+    let group_by = query.group_by.as_deref().unwrap_or("count");
+    if group_by != "timeseries" && query.interval.is_some() {
+        return Err(ApiError::field(
+            "interval",
+            "interval applies to groupBy=timeseries only",
+        ));
+    }
+    if matches!(group_by, "count" | "timeseries") && query.limit.is_some() {
+        return Err(ApiError::field("limit", "limit applies to breakdowns only"));
+    }
+    Ok(match group_by {
+        "count" => Shape::Count,
+        "timeseries" => Shape::Series(
+            Interval::parse(query.interval.as_deref().unwrap_or("day")).ok_or_else(|| {
+                ApiError::field("interval", "interval must be hour, day, week or month")
+            })?,
+        ),
+        "countries" => Shape::Breakdown(Dimension::Country),
+        "cities" => Shape::Breakdown(Dimension::City),
+        "devices" => Shape::Breakdown(Dimension::Device),
+        "browsers" => Shape::Breakdown(Dimension::Browser),
+        "os" => Shape::Breakdown(Dimension::Os),
+        "referrers" => Shape::Breakdown(Dimension::Referrer),
+        "links" => Shape::Breakdown(Dimension::Link),
+        _ => {
+            return Err(ApiError::field(
+                "groupBy",
+                "groupBy must be count, timeseries, countries, cities, devices, browsers, os, referrers or links",
+            ));
+        }
+    })
+}
+
+/// An instant parameter: RFC 3339, or a date (midnight in `zone`).
+fn instant(name: &str, value: &str, zone: &TimeZone) -> Result<Timestamp, ApiError> {
+    let bad = || {
+        ApiError::field(
+            name,
+            format!(
+                "{name} must be an RFC 3339 time (2026-11-01T00:00:00Z) or a date (2026-11-01)"
+            ),
+        )
+    };
+    let ms = parse_instant(value, zone).ok_or_else(bad)?;
+    // Far dates are valid RFC 3339 and still nonsense here; the calendar handles 1970 to 9999.
+    if !(0..=253_402_300_799_000).contains(&ms) {
+        return Err(bad());
+    }
+    Ok(Timestamp::from_unix_millis(ms))
+}
+
+/// A filter value: 1 to 200 characters.
+fn filter_value(name: &str, value: &Option<String>) -> Result<Option<String>, ApiError> {
+    match value {
+        Some(v) if v.is_empty() || v.chars().count() > 200 => Err(ApiError::field(
+            name,
+            format!("{name} must be 1 to 200 characters"),
+        )),
+        other => Ok(other.clone()),
+    }
+}
+
+/// The events a selection names, and its time zone. Another workspace's link is not found.
+async fn events(
+    state: &AppState,
+    auth: &Authenticated,
+    selection: &Selection,
+) -> Result<(EventFilter, TimeZone), ApiError> {
+    let zone_name = selection.timezone.as_deref().unwrap_or("UTC");
+    let zone = time_zone(zone_name).ok_or_else(|| {
+        ApiError::field(
+            "timezone",
+            "timezone must be an IANA name such as Europe/London",
+        )
+    })?;
+    let end = match &selection.end {
+        Some(end) => instant("end", end, &zone)?,
+        None => Timestamp::now(),
+    };
+    let start = match &selection.start {
+        Some(start) => instant("start", start, &zone)?,
+        None => end.minus(std::time::Duration::from_secs(DEFAULT_DAYS * 24 * 60 * 60)),
+    };
+    if end.unix_millis() < start.unix_millis() {
+        return Err(ApiError::field("end", "end must not be before start"));
+    }
+    if let Some(device) = &selection.device
+        && !matches!(device.as_str(), "desktop" | "mobile" | "tablet" | "other")
+    {
+        return Err(ApiError::field(
+            "device",
+            "device must be desktop, mobile, tablet or other",
+        ));
+    }
+    let link = match &selection.link_id {
+        None => None,
+        Some(link) => Some(
+            state
+                .store
+                .link_counter(auth.workspace.id, &LinkRef::parse(link), state.domain())
+                .await?
+                .ok_or(ApiError::NotFound("link"))?,
+        ),
+    };
+    let filter = EventFilter {
+        workspace_id: auth.workspace.id,
+        link,
+        start,
+        end,
+        country: filter_value("country", &selection.country)?,
+        city: filter_value("city", &selection.city)?,
+        device: selection.device.clone(),
+        browser: filter_value("browser", &selection.browser)?,
+        os: filter_value("os", &selection.os)?,
+        referrer: filter_value("referrer", &selection.referrer)?,
+    };
+    Ok((filter, zone))
+}
+
+#[utoipa::path(get, path = "/api/v1/analytics", tag = "analytics", params(AnalyticsQuery, Selection),
+    responses(
+        (status = 200, description = "`groupBy=count`: `{clicks, uniqueVisitors}`; `timeseries`: one entry per bucket, oldest first, empty ones included; a breakdown: most clicks first.", body = Envelope<Totals>),
+    ))]
+async fn analytics(
+    state: Data<AppState>,
+    auth: Authenticated,
+    req: HttpRequest,
+) -> Result<HttpResponse, ApiError> {
+    let (query, selection) =
+        parse::<AnalyticsQuery>(req.query_string(), &["groupBy", "interval", "limit"])?;
+    let shape = shape(&query)?;
+    let limit = query.limit.unwrap_or(DEFAULT_LIMIT);
+    if !(1..=100).contains(&limit) {
+        return Err(ApiError::field("limit", "limit must be between 1 and 100"));
+    }
+    let (filter, zone) = events(&state, &auth, &selection).await?;
+    match shape {
+        Shape::Count => {
+            let totals = state.store.analytics_totals(&filter).await?;
+            Ok(ok(Totals {
+                clicks: totals.clicks,
+                unique_visitors: totals.visitors,
+            }))
+        }
+        Shape::Breakdown(dimension) => {
+            let groups = state
+                .store
+                .analytics_breakdown(&filter, dimension, limit)
+                .await?;
+            Ok(ok(groups.into_iter().map(Group::from).collect::<Vec<_>>()))
+        }
+        Shape::Series(interval) => {
+            let starts = buckets(filter.start.unix_millis(), filter.end.unix_millis(), interval, &zone)
+                .map_err(|e| match e {
+                    BucketError::TooMany => ApiError::field(
+                        "interval",
+                        format!("the range holds more than {MAX_BUCKETS} buckets of this interval; pick a longer interval or a shorter range"),
+                    ),
+                    BucketError::OutOfRange => ApiError::field("start", "the range is out of bounds"),
+                })?;
+            let times = state.store.analytics_times(&filter).await?;
+            Ok(ok(series(&starts, &times)))
+        }
+    }
+}
+
+/// Clicks and unique visitors per bucket; `times` are (ms, visitor) pairs within the buckets.
+fn series(starts: &[Zoned], times: &[(i64, i64)]) -> Vec<Bucket> {
+    let starts: Vec<(String, i64)> = starts.iter().map(bucket_start).collect();
+    let bounds: Vec<i64> = starts.iter().map(|(_, ms)| *ms).collect();
+    let mut clicks = vec![0u64; starts.len()];
+    let mut visitors = std::collections::HashSet::new();
+    for &(at, visitor) in times {
+        let Some(i) = bounds.partition_point(|&b| b <= at).checked_sub(1) else {
+            continue;
+        };
+        clicks[i] += 1;
+        visitors.insert((i, visitor));
+    }
+    let mut uniques = vec![0u64; starts.len()];
+    for (i, _) in visitors {
+        uniques[i] += 1;
+    }
+    starts
+        .into_iter()
+        .enumerate()
+        .map(|(i, (start, _))| Bucket {
+            start,
+            clicks: clicks[i],
+            unique_visitors: uniques[i],
+        })
+        .collect()
+}
+
+#[utoipa::path(get, path = "/api/v1/analytics/export", tag = "analytics", params(ExportQuery, Selection),
+    responses(
+        (status = 200, description = "One row per click event, oldest first, streamed: CSV (RFC 4180, with a header row) or NDJSON. Columns: timestamp, linkId, shortCode, country, city, device, browser, os, referrer, referrerUrl.", content_type = "text/csv"),
+    ))]
+async fn export(
+    state: Data<AppState>,
+    auth: Authenticated,
+    req: HttpRequest,
+) -> Result<impl Responder, ApiError> {
+    let (query, selection) = parse::<ExportQuery>(req.query_string(), &["format"])?;
+    let csv = match query.format.as_deref().unwrap_or("csv") {
+        "csv" => true,
+        "ndjson" => false,
+        _ => return Err(ApiError::field("format", "format must be csv or ndjson")),
+    };
+    let (filter, _) = events(&state, &auth, &selection).await?;
+    let store = state.store.clone();
+    // Each page is read when the client has taken the previous one: memory holds one page.
+    let pages = stream::try_unfold(Some(None), move |after| {
+        let (store, filter) = (store.clone(), filter.clone());
+        async move {
+            let Some(after) = after else {
+                return Ok::<_, ApiError>(None);
+            };
+            let page = store.export_events(&filter, after, EXPORT_PAGE).await?;
+            let next = (page.len() as i64 == EXPORT_PAGE).then(|| page.last().map(|e| e.position));
+            let mut text = String::new();
+            for event in &page {
+                if csv {
+                    csv_row(&mut text, event);
+                } else {
+                    ndjson_row(&mut text, event);
+                }
+            }
+            Ok(Some((Bytes::from(text), next)))
+        }
+    });
+    let header_row = csv.then(|| Bytes::from(format!("{}\r\n", EXPORT_COLUMNS.join(","))));
+    let body = futures_util::StreamExt::chain(stream::iter(header_row.map(Ok)), pages);
+    let (content_type, extension) = match csv {
+        true => ("text/csv; charset=utf-8", "csv"),
+        false => ("application/x-ndjson", "ndjson"),
+    };
+    Ok(HttpResponse::Ok()
+        .content_type(content_type)
+        .insert_header((
+            header::CONTENT_DISPOSITION,
+            format!("attachment; filename=\"clicks.{extension}\""),
+        ))
+        .streaming(futures_util::StreamExt::map(body, |page| {
+            page.map_err(actix_web::Error::from)
+        })))
+}
+
+/// The cells of one event, in [`EXPORT_COLUMNS`] order.
+fn cells(event: &ExportedEvent) -> [Option<String>; 10] {
+    [
+        Some(event.timestamp.to_string()),
+        event.link_id.clone(),
+        event.short_code.clone(),
+        event.country.clone(),
+        event.city.clone(),
+        Some(event.device.clone()),
+        event.browser.clone(),
+        event.os.clone(),
+        Some(event.referrer.clone()),
+        event.referrer_url.clone(),
+    ]
+}
+
+fn csv_row(out: &mut String, event: &ExportedEvent) {
+    let cells = cells(event);
+    for (i, cell) in cells.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        csv_cell(out, cell.as_deref().unwrap_or_default());
+    }
+    out.push_str("\r\n");
+}
+
+/// One CSV cell (RFC 4180): quoted when it holds a comma, quote or line break. A cell a
+/// spreadsheet would run as a formula (starting `=`, `+`, `-` or `@`) is quoted and prefixed
+/// with `'`, so it is shown as text.
+pub fn csv_cell(out: &mut String, cell: &str) {
+    let formula = cell.starts_with(['=', '+', '-', '@']);
+    let quote = formula || cell.contains([',', '"', '\r', '\n']);
+    if !quote {
+        out.push_str(cell);
+        return;
+    }
+    out.push('"');
+    if formula {
+        out.push('\'');
+    }
+    out.push_str(&cell.replace('"', "\"\""));
+    out.push('"');
+}
+
+fn ndjson_row(out: &mut String, event: &ExportedEvent) {
+    let object: serde_json::Map<String, serde_json::Value> = EXPORT_COLUMNS
+        .iter()
+        .zip(cells(event))
+        .map(|(name, cell)| {
+            (
+                (*name).to_owned(),
+                cell.map_or(serde_json::Value::Null, serde_json::Value::String),
+            )
+        })
+        .collect();
+    out.push_str(&serde_json::Value::Object(object).to_string());
+    out.push('\n');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cell(s: &str) -> String {
+        let mut out = String::new();
+        csv_cell(&mut out, s);
+        out
+    }
+
+    #[test]
+    fn csv_cells_are_quoted_and_formulas_defused() {
+        assert_eq!(cell("plain"), "plain");
+        assert_eq!(cell("a,b"), "\"a,b\"");
+        assert_eq!(cell("say \"hi\""), "\"say \"\"hi\"\"\"");
+        assert_eq!(cell("line\nbreak"), "\"line\nbreak\"");
+        assert_eq!(cell("=HYPERLINK(\"x\")"), "\"'=HYPERLINK(\"\"x\"\")\"");
+        assert_eq!(cell("+1"), "\"'+1\"");
+        assert_eq!(cell("-1"), "\"'-1\"");
+        assert_eq!(cell("@SUM(A1)"), "\"'@SUM(A1)\"");
+        assert_eq!(cell(""), "");
+    }
+}

@@ -1,0 +1,126 @@
+//! The monthly partitions of `click_events` on PostgreSQL: made ahead of the months they hold,
+//! dropped whole once retention has passed them (a `DROP TABLE` instead of deleting rows).
+
+use diesel::prelude::*;
+use diesel::sql_types::Text;
+use diesel_async::{AsyncPgConnection, RunQueryDsl, SimpleAsyncConnection};
+use shortlink_domain::Timestamp;
+use time::{Date, Month, OffsetDateTime};
+
+use crate::StorageError;
+
+/// Months made ahead of the current one.
+const MONTHS_AHEAD: i32 = 3;
+
+#[derive(QueryableByName)]
+struct Partition {
+    #[diesel(sql_type = Text)]
+    name: String,
+}
+
+/// The first day of the month `offset` months from `date`'s.
+fn month_start(date: Date, offset: i32) -> Date {
+    let index = date.year() * 12 + i32::from(u8::from(date.month())) - 1 + offset;
+    let (year, month) = (index.div_euclid(12), index.rem_euclid(12) + 1);
+    let month = Month::try_from(u8::try_from(month).unwrap_or(1)).unwrap_or(Month::January);
+    Date::from_calendar_date(year, month, 1).unwrap_or(date)
+}
+
+fn millis(date: Date) -> i64 {
+    i64::try_from(date.midnight().assume_utc().unix_timestamp_nanos() / 1_000_000).unwrap_or(0)
+}
+
+fn name(month: Date) -> String {
+    format!(
+        "click_events_{:04}_{:02}",
+        month.year(),
+        u8::from(month.month())
+    )
+}
+
+/// Makes the partitions of this month and the next [`MONTHS_AHEAD`], and drops those that end
+/// at or before `keep_after`.
+pub(crate) async fn maintain(
+    c: &mut AsyncPgConnection,
+    now: Timestamp,
+    keep_after: Option<Timestamp>,
+) -> Result<(), StorageError> {
+    let today = OffsetDateTime::from_unix_timestamp(now.unix_seconds())
+        .map_err(|_| StorageError::Corrupt("the clock is out of range"))?
+        .date();
+    for offset in 0..=MONTHS_AHEAD {
+        let (start, end) = (month_start(today, offset), month_start(today, offset + 1));
+        let sql = format!(
+            "CREATE TABLE IF NOT EXISTS {} PARTITION OF click_events FOR VALUES FROM ({}) TO ({})",
+            name(start),
+            millis(start),
+            millis(end)
+        );
+        // Fails when the default partition already holds rows of that month (events written
+        // before the partition existed); those months stay in the default partition.
+        if let Err(e) = c.batch_execute(&sql).await {
+            tracing::warn!(error = %e, partition = %name(start), "could not create a partition of click_events");
+        }
+    }
+    let Some(keep_after) = keep_after else {
+        return Ok(());
+    };
+    let partitions: Vec<Partition> = diesel::sql_query(
+        "SELECT c.relname AS name FROM pg_inherits i \
+         JOIN pg_class c ON c.oid = i.inhrelid JOIN pg_class p ON p.oid = i.inhparent \
+         WHERE p.relname = 'click_events'",
+    )
+    .load(c)
+    .await?;
+    for partition in partitions {
+        let Some(month) = parse_name(&partition.name) else {
+            continue;
+        };
+        if millis(month_start(month, 1)) <= keep_after.unix_millis() {
+            c.batch_execute(&format!("DROP TABLE IF EXISTS {}", partition.name))
+                .await?;
+            tracing::info!(partition = %partition.name, "dropped click events past retention");
+        }
+    }
+    Ok(())
+}
+
+/// The month of a partition named `click_events_YYYY_MM`.
+fn parse_name(name: &str) -> Option<Date> {
+    let rest = name.strip_prefix("click_events_")?;
+    let (year, month) = rest.split_once('_')?;
+    let month = Month::try_from(month.parse::<u8>().ok()?).ok()?;
+    Date::from_calendar_date(year.parse().ok()?, month, 1).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn months_roll_over_years_and_names_round_trip() {
+        let date = Date::from_calendar_date(2026, Month::November, 24).expect("a date");
+        assert_eq!(
+            month_start(date, 0),
+            Date::from_calendar_date(2026, Month::November, 1).expect("a date")
+        );
+        assert_eq!(
+            month_start(date, 2),
+            Date::from_calendar_date(2027, Month::January, 1).expect("a date")
+        );
+        assert_eq!(
+            month_start(date, -11),
+            Date::from_calendar_date(2025, Month::December, 1).expect("a date")
+        );
+        assert_eq!(name(month_start(date, 2)), "click_events_2027_01");
+        assert_eq!(
+            parse_name("click_events_2027_01"),
+            Some(month_start(date, 2))
+        );
+        assert_eq!(parse_name("click_events_default"), None);
+        assert_eq!(
+            millis(Date::from_calendar_date(1970, Month::January, 2).expect("a date")),
+            86_400_000
+        );
+    }
+}

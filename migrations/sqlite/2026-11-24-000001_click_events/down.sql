@@ -1,0 +1,2 @@
+DROP TABLE analytics_secret;
+DROP TABLE click_events;
