@@ -168,7 +168,19 @@ async fn link_clicked_arrives_with_the_link_and_the_click_and_bots_send_none() {
     assert_eq!(data["link"]["destination"], link["destination"], "{body}");
     assert_timestamp(&data["click"]["timestamp"]);
     assert_eq!(data["click"]["userAgent"], BROWSER, "{body}");
-    assert_eq!(data["click"]["referrer"], "https://news.example/", "{body}");
+    assert_eq!(data["click"]["referrer"], "news.example", "{body}");
+    assert_eq!(
+        data["click"]["referrerUrl"], "https://news.example/",
+        "{body}"
+    );
+    assert_eq!(data["click"]["device"], "desktop", "{body}");
+    assert_eq!(data["click"]["browser"], "Firefox", "{body}");
+    assert_eq!(data["click"]["os"], "Linux", "{body}");
+    // No GeoIP database: no country, no city.
+    assert!(
+        data["click"]["country"].is_null() && data["click"]["city"].is_null(),
+        "{body}"
+    );
 
     // The bot's and the HEAD's visits came first; had either counted, its event would be in the
     // same flush or an earlier one. Give stragglers a moment anyway.
