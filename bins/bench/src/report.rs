@@ -149,6 +149,9 @@ pub struct Ratios {
     pub hot_link_p99_vs_baseline: f64,
     /// shortlink on the hot link with metrics recorded ÷ without.
     pub metrics_vs_without: f64,
+    /// shortlink on the hot link recording every click's analytics event (the default) ÷ with
+    /// `--analytics off`.
+    pub analytics_vs_without: f64,
 }
 
 /// One target of the performance issue.
@@ -211,8 +214,8 @@ impl Summary {
             [base, small, ..] => (base, small),
             _ => anyhow::bail!("the summary needs the baseline and a shortlink run"),
         };
-        let (hot_base, hot, metered) = match hot_link.as_slice() {
-            [base, hot, metered] => (base, hot, metered),
+        let (hot_base, hot, metered, unrecorded) = match hot_link.as_slice() {
+            [base, hot, metered, unrecorded] => (base, hot, metered, unrecorded),
             _ => anyhow::bail!("the summary needs the hot-link baseline and shortlink runs"),
         };
         let large = redirect.get(2);
@@ -226,6 +229,7 @@ impl Summary {
             hot_link_vs_baseline: hot.requests_per_second / hot_base.requests_per_second,
             hot_link_p99_vs_baseline: hot.p99_micros / hot_base.p99_micros,
             metrics_vs_without: metered.requests_per_second / hot.requests_per_second,
+            analytics_vs_without: hot.requests_per_second / unrecorded.requests_per_second,
         };
         let mut targets = vec![
             Target {
@@ -257,6 +261,12 @@ impl Summary {
                 wanted: ">= 0.97".into(),
                 reached: format!("{:.2}", ratios.metrics_vs_without),
                 met: ratios.metrics_vs_without >= 0.97,
+            },
+            Target {
+                name: "hot link with analytics (default) vs --analytics off".into(),
+                wanted: ">= 0.90".into(),
+                reached: format!("{:.2}", ratios.analytics_vs_without),
+                met: ratios.analytics_vs_without >= 0.90,
             },
         ];
         if let (Some(large), Some(ratio)) = (large, ratios.large_vs_small_throughput) {
@@ -391,6 +401,11 @@ impl Summary {
             out,
             "        hot link with metrics: throughput {:.2} × without",
             self.ratios.metrics_vs_without
+        );
+        let _ = writeln!(
+            out,
+            "        hot link with analytics (default): throughput {:.2} × --analytics off",
+            self.ratios.analytics_vs_without
         );
         let _ = writeln!(out, "\nclicks");
         for c in &self.clicks {

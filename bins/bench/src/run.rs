@@ -130,7 +130,11 @@ pub async fn run(options: &RunOptions) -> anyhow::Result<Summary> {
         .shortlink_redirect(1, Seeding::Api, Draw::HotLinkMetrics)
         .await?;
     click_reports.push(metered.clicks);
-    let hot_link = vec![hot_baseline, hot.figure, metered.figure];
+    let unrecorded = bench
+        .shortlink_redirect(1, Seeding::Api, Draw::HotLinkNoAnalytics)
+        .await?;
+    click_reports.push(unrecorded.clicks);
+    let hot_link = vec![hot_baseline, hot.figure, metered.figure, unrecorded.figure];
     let sqlite = sqlite_url(&bench.scratch.path("create.db"));
     let mut created = bench.creation("sqlite", &sqlite).await?;
     if let Some(admin_url) = &options.postgres_url {
@@ -196,6 +200,8 @@ enum Draw {
     HotLink,
     /// [`Draw::HotLink`] with `--metrics-listen`: what recording the metrics costs.
     HotLinkMetrics,
+    /// [`Draw::HotLink`] with `--analytics off`: what recording every click's event costs.
+    HotLinkNoAnalytics,
 }
 
 /// What one shortlink redirect run produced.
@@ -215,7 +221,9 @@ impl Bench<'_> {
                 BASELINE_CODES,
                 self.options.cpus.as_ref(),
             ),
-            Draw::HotLink | Draw::HotLinkMetrics => ("baseline, hot path (shared)", 1, None),
+            Draw::HotLink | Draw::HotLinkMetrics | Draw::HotLinkNoAnalytics => {
+                ("baseline, hot path (shared)", 1, None)
+            }
         };
         eprintln!("{label}: bare actix-web 302");
         let addr = servers::free_loopback_addr()?;
@@ -259,6 +267,7 @@ impl Bench<'_> {
             ),
             Draw::HotLink => ("shortlink, hot link (shared)".to_owned(), None),
             Draw::HotLinkMetrics => ("shortlink, hot link, metrics".to_owned(), None),
+            Draw::HotLinkNoAnalytics => ("shortlink, hot link, analytics off".to_owned(), None),
         };
         eprintln!("{label}: preparing the database");
         let url = sqlite_url(&self.scratch.path(&format!("links-{links}-{draw:?}.db")));
@@ -276,13 +285,8 @@ impl Bench<'_> {
         };
 
         let addr = servers::free_loopback_addr()?;
-        let mut server = self.start_shortlink(
-            &url,
-            addr,
-            &format!("links-{links}-{draw:?}"),
-            cpus,
-            draw == Draw::HotLinkMetrics,
-        )?;
+        let mut server =
+            self.start_shortlink(&url, addr, &format!("links-{links}-{draw:?}"), cpus, draw)?;
         server.wait_ready("/healthz").await?;
         let codes = match seeded {
             Some(codes) => codes,
@@ -344,7 +348,9 @@ impl Bench<'_> {
         addr: SocketAddr,
         log: &str,
         cpus: Option<&CpuPlan>,
-        metrics: bool,
+        // Which run it serves: the hot-link variants add their one flag; every other run is
+        // the default configuration.
+        draw: Draw,
     ) -> anyhow::Result<ServerProcess> {
         let mut command = Command::new(&self.bin);
         command
@@ -355,7 +361,10 @@ impl Bench<'_> {
             .arg(addr.to_string())
             .arg("--base-url")
             .arg(BASE_URL);
-        if metrics {
+        if draw == Draw::HotLinkNoAnalytics {
+            command.arg("--analytics").arg("off");
+        }
+        if draw == Draw::HotLinkMetrics {
             command
                 .arg("--metrics-listen")
                 .arg(servers::free_loopback_addr()?.to_string());
@@ -410,7 +419,7 @@ impl Bench<'_> {
             addr,
             &format!("create-{database}"),
             None,
-            false,
+            Draw::ManyLinks,
         )?;
         server.wait_ready("/healthz").await?;
         let options = self.options;

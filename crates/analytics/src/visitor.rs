@@ -4,6 +4,7 @@
 //! differently across days, and nobody without the secret can test an address against a hash.
 
 use std::net::IpAddr;
+use std::sync::{Mutex, PoisonError};
 
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
@@ -11,9 +12,10 @@ use sha2::Sha256;
 const MILLIS_PER_DAY: i64 = 24 * 60 * 60 * 1000;
 
 /// The secret the daily keys derive from.
-#[derive(Clone)]
 pub struct VisitorKey {
     secret: Vec<u8>,
+    /// The last day's key, ready to hash with (a flush's clicks share their day).
+    today: Mutex<Option<(i64, Hmac<Sha256>)>>,
 }
 
 impl std::fmt::Debug for VisitorKey {
@@ -27,7 +29,25 @@ impl VisitorKey {
     pub fn new(secret: impl Into<Vec<u8>>) -> Self {
         Self {
             secret: secret.into(),
+            today: Mutex::new(None),
         }
+    }
+
+    /// The MAC keyed with `day`'s key.
+    fn day_mac(&self, day: i64) -> Hmac<Sha256> {
+        let mut today = self.today.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((cached, mac)) = today.as_ref()
+            && *cached == day
+        {
+            return mac.clone();
+        }
+        let mut daily = self.mac();
+        daily.update(b"shortlink visitor day ");
+        daily.update(&day.to_be_bytes());
+        let day_key = daily.finalize().into_bytes();
+        let mac = Hmac::<Sha256>::new_from_slice(&day_key).unwrap_or_else(|_| unreachable!());
+        *today = Some((day, mac.clone()));
+        mac
     }
 
     fn mac(&self) -> Hmac<Sha256> {
@@ -38,12 +58,7 @@ impl VisitorKey {
     /// The visitor of a click at `unix_millis` (UTC) from `address` with `user_agent`, as a
     /// number (the first 8 bytes of HMAC-SHA256(HMAC-SHA256(secret, day), address ‖ agent)).
     pub fn visitor(&self, unix_millis: i64, address: IpAddr, user_agent: &str) -> i64 {
-        let day = unix_millis.div_euclid(MILLIS_PER_DAY);
-        let mut daily = self.mac();
-        daily.update(b"shortlink visitor day ");
-        daily.update(&day.to_be_bytes());
-        let day_key = daily.finalize().into_bytes();
-        let mut mac = Hmac::<Sha256>::new_from_slice(&day_key).unwrap_or_else(|_| unreachable!());
+        let mut mac = self.day_mac(unix_millis.div_euclid(MILLIS_PER_DAY));
         match address {
             IpAddr::V4(v4) => mac.update(&v4.octets()),
             IpAddr::V6(v6) => mac.update(&v6.octets()),

@@ -111,7 +111,7 @@ each_backend!(
             .iter()
             .map(|d| {
                 serde_json::from_str::<serde_json::Value>(&d.payload).unwrap()["data"]["click"]
-                        ["referrer"]
+                        ["referrerUrl"]
                         .clone()
             })
             .collect();
