@@ -60,6 +60,13 @@ impl Application {
             None => BaseUrl::parse(&format!("http://{addr}"))?,
         };
 
+        if store.kind() == shortlink_storage::DatabaseKind::Postgres {
+            // Changes reach every instance's caches (LISTEN/NOTIFY); the rate limits do not yet.
+            tracing::warn!(
+                "rate limits and the failed-authentication budget are counted per instance: with \
+                 N instances, a workspace may make N times its rate"
+            );
+        }
         let first_run_key = if config.first_run_banner {
             first_run(&store).await?
         } else {

@@ -21,6 +21,7 @@ pub const KEY_CACHE_TTL: Duration = Duration::from_secs(5);
 
 /// Recently authenticated keys, by hash. Unknown keys are not cached, so a key works the moment
 /// it is created.
+#[derive(Clone)]
 pub struct KeyCache(moka::sync::Cache<ApiKeyHash, AuthenticatedKey>);
 
 impl Default for KeyCache {
@@ -31,6 +32,13 @@ impl Default for KeyCache {
                 .time_to_live(KEY_CACHE_TTL)
                 .build(),
         )
+    }
+}
+
+impl KeyCache {
+    /// Forgets every key (keys changed on another instance).
+    pub fn clear(&self) {
+        self.0.invalidate_all();
     }
 }
 

@@ -45,13 +45,17 @@ pub struct AppState {
 impl AppState {
     /// State with the in-process rate limiter and key cache, over `service`.
     pub fn new(service: Service, settings: HttpSettings) -> Self {
+        let keys = KeyCache::default();
+        let stale = keys.clone();
+        // A key revoked (or a rate changed) on another instance stops working here at once.
+        service.observe_key_changes(std::sync::Arc::new(move || stale.clear()));
         Self {
             store: service.store().clone(),
             service,
             auth_failures: AuthFailureGuard::new(settings.auth_failures_per_minute),
             settings,
             rate_limiter: Arc::new(crate::ratelimit::LocalRateLimiter::default()),
-            keys: KeyCache::default(),
+            keys,
         }
     }
 

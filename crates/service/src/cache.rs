@@ -16,6 +16,7 @@
 //! `outage.rs`).
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use quick_cache::sync::Cache;
@@ -41,7 +42,12 @@ struct Expiring<V: Clone> {
     entries: Cache<Box<str>, (Instant, V)>,
     ttl: Duration,
     keep: Duration,
+    /// While set, entries answer for at most [`SHORT_TTL`] (the change channel is down).
+    short: AtomicBool,
 }
+
+/// How long an entry answers while changes made elsewhere cannot be heard.
+pub const SHORT_TTL: Duration = Duration::from_secs(1);
 
 impl<V: Clone> Expiring<V> {
     fn new(capacity: usize, ttl: Duration, keep: Duration) -> Self {
@@ -49,13 +55,18 @@ impl<V: Clone> Expiring<V> {
             entries: Cache::new(capacity),
             ttl,
             keep: keep.max(ttl),
+            short: AtomicBool::new(false),
         }
     }
 
     fn get(&self, code: &str) -> Option<V> {
         let (stored, value) = self.entries.get(code)?;
         let age = stored.elapsed();
-        if age < self.ttl {
+        let ttl = match self.short.load(Ordering::Relaxed) {
+            true => self.ttl.min(SHORT_TTL),
+            false => self.ttl,
+        };
+        if age < ttl {
             return Some(value);
         }
         if age >= self.keep {
@@ -131,6 +142,19 @@ impl LinkCache {
     pub fn invalidate(&self, code: &str) {
         self.found.remove(code);
         self.absent.remove(code);
+    }
+
+    /// While `short`, entries answer for at most [`SHORT_TTL`]: changes made on other instances
+    /// cannot be heard.
+    pub fn set_short(&self, short: bool) {
+        self.found.short.store(short, Ordering::Relaxed);
+        self.absent.short.store(short, Ordering::Relaxed);
+    }
+
+    /// Forgets everything (what was cached while changes could not be heard may be stale).
+    pub fn clear(&self) {
+        self.found.entries.clear();
+        self.absent.entries.clear();
     }
 }
 

@@ -6,6 +6,7 @@ mod create;
 mod enrich;
 mod error;
 mod outage;
+mod propagation;
 mod service;
 pub mod throttled_log;
 
@@ -14,4 +15,5 @@ pub use clicks::{FLUSH_EARLY_AT, FLUSH_INTERVAL, FlushObserver, MAX_PENDING_DETA
 pub use create::{MAX_GROUP, POSTGRES_WRITERS};
 pub use error::ServiceError;
 pub use outage::PROBE_EVERY;
+pub use propagation::KeyObserver;
 pub use service::{ANALYTICS_RETENTION, CLICK_DRAIN_TIMEOUT, Service, ServiceSettings};

@@ -80,6 +80,8 @@ struct Inner {
     cache: LinkCache,
     /// Whether the redirect found the database down (stale-if-error).
     outage: Outage,
+    /// Told when keys changed on any instance (see `propagation.rs`).
+    key_observer: std::sync::OnceLock<crate::KeyObserver>,
     clicks: ClickCounter,
     creator: LinkCreator,
     /// Woken after events were written to the outbox, so delivery starts at once.
@@ -115,6 +117,7 @@ impl Service {
                 ),
                 settings,
                 outage: Outage::default(),
+                key_observer: std::sync::OnceLock::new(),
 
                 creator,
                 wake,
@@ -296,6 +299,12 @@ impl Service {
         Ok(deleted)
     }
 
+    /// Tells `observer` whenever keys or workspaces change on any instance (PostgreSQL), so a
+    /// server can drop the keys it cached; the first observer set stays.
+    pub fn observe_key_changes(&self, observer: crate::KeyObserver) {
+        let _ = self.inner.key_observer.set(observer);
+    }
+
     fn forget(&self, link: Option<&Link>) {
         if let Some(link) = link {
             self.inner.cache.invalidate(link.short_code.as_str());
@@ -324,6 +333,26 @@ impl Service {
             let _ = rx.wait_for(|stop| *stop).await;
         };
         let worker = tokio::spawn(worker.run(stopped(stop_rx.clone())));
+        let following = {
+            let service = self.clone();
+            let stop = stopped(stop_rx.clone());
+            tokio::spawn(async move {
+                let inner = &service.inner;
+                let keys = || {
+                    if let Some(observe) = inner.key_observer.get() {
+                        observe();
+                    }
+                };
+                crate::propagation::follow_changes(
+                    inner.store.clone(),
+                    service.domain().to_owned(),
+                    &inner.cache,
+                    keys,
+                    stop,
+                )
+                .await;
+            })
+        };
         let housekeeping = tokio::spawn(housekeeping(
             self.inner.store.clone(),
             self.inner.settings.analytics_retention,
@@ -345,6 +374,7 @@ impl Service {
         let written = flusher.await.unwrap_or(false);
         let _ = worker.await;
         let _ = housekeeping.await;
+        let _ = following.await;
         if written {
             Ok(())
         } else {

@@ -20,9 +20,10 @@ pub use idempotency::{
     PlacedCompletion, RenderCreation, StoredResponse,
 };
 pub use model::{
-    AuthenticatedKey, ClickBatch, ClickEvent, CounterKey, CreateOutcome,
+    AuthenticatedKey, Change, ClickBatch, ClickEvent, CounterKey, CreateOutcome,
     DEFAULT_REDIRECT_INDEX_MIB, DatabaseKind, Dimension, EventFilter, ExportedEvent,
     FOLD_INTERVAL as CLICK_FOLD_INTERVAL, LinkClicks, NewLink, PoolOptions, PoolUsage,
     RedirectTarget, ServerOptions, StoreOptions, Tally,
 };
+pub use pg::changes::ChangeListener;
 pub use store::{ANSWER_WITHIN, Store};

@@ -189,6 +189,43 @@ pub struct ClickEvent {
     pub visitor: i64,
 }
 
+/// A change other instances' caches must follow.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change {
+    /// The link with `code` on `domain` was created, changed or deleted.
+    Link {
+        /// Its domain.
+        domain: String,
+        /// Its code.
+        code: String,
+    },
+    /// A key was revoked or a workspace's rate changed: whatever was cached of keys is stale.
+    Keys,
+}
+
+impl Change {
+    /// As one line of a notification: `link <domain> <code>` or `keys`.
+    pub(crate) fn to_line(&self) -> String {
+        match self {
+            Change::Link { domain, code } => format!("link {domain} {code}"),
+            Change::Keys => "keys".to_owned(),
+        }
+    }
+
+    /// A line of a notification; `None` for one this build does not know.
+    pub(crate) fn from_line(line: &str) -> Option<Self> {
+        let mut parts = line.splitn(3, ' ');
+        match (parts.next()?, parts.next(), parts.next()) {
+            ("link", Some(domain), Some(code)) => Some(Change::Link {
+                domain: domain.to_owned(),
+                code: code.to_owned(),
+            }),
+            ("keys", None, None) => Some(Change::Keys),
+            _ => None,
+        }
+    }
+}
+
 /// Which click events an analytics query reads: one workspace's (or one link's), in
 /// `[start, end)`, matching every filter given.
 #[derive(Debug, Clone, PartialEq, Eq)]

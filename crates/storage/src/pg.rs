@@ -20,6 +20,7 @@ pub(crate) type Conn = diesel_async::AsyncPgConnection;
 )]
 pub(crate) mod queries;
 
+pub(crate) mod changes;
 pub(crate) mod partitions;
 
 /// Selects due deliveries and locks their rows for the caller's transaction, skipping rows
@@ -40,6 +41,14 @@ pub(crate) async fn lock_due(
 /// (SQLite's takes the file's write lock here).
 pub(crate) async fn lock_for_writing(_c: &mut Conn) -> QueryResult<()> {
     Ok(())
+}
+
+/// Tells the other instances, at commit, what the transaction changed.
+pub(crate) async fn announce(
+    c: &mut Conn,
+    changes: &[crate::model::Change],
+) -> Result<(), StorageError> {
+    changes::announce(c, changes).await
 }
 
 /// PostgreSQL keeps nothing in memory beside the database: several servers share its rows, so

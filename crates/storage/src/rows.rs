@@ -118,6 +118,14 @@ pub(crate) fn with_clicks() -> _ {
 }
 
 impl LinkRow {
+    /// What other instances' caches must forget when this link changes.
+    pub(crate) fn change(&self) -> crate::model::Change {
+        crate::model::Change::Link {
+            domain: self.domain.clone(),
+            code: self.short_code.clone(),
+        }
+    }
+
     /// The link, its clicks including those the backend counts in memory and has not yet
     /// written to its counter.
     pub fn into_domain(self, hooks: &impl Hooks) -> Result<Link, StorageError> {

@@ -16,6 +16,7 @@ use crate::model::{
     ExportedEvent, NewLink, PoolOptions, PoolUsage, RedirectTarget, StoreOptions, Tally,
 };
 use crate::pg::Postgres;
+use crate::pg::changes::ChangeListener;
 use crate::pool::{self, PgPool};
 use crate::sqlite::Sqlite;
 use crate::{StorageError, migrate};
@@ -760,6 +761,18 @@ impl Store {
             if n < usize::try_from(batch).unwrap_or(usize::MAX) {
                 return Ok(deleted);
             }
+        }
+    }
+
+    /// On PostgreSQL, a connection of its own that hears every change other instances (and this
+    /// one) make to links and keys, for caches to follow; `None` on SQLite, whose one server
+    /// makes every change itself.
+    pub async fn listen_for_changes(&self) -> Result<Option<ChangeListener>, StorageError> {
+        match &self.backend {
+            Backend::Postgres(_) => within(ANSWER_WITHIN, ChangeListener::connect(&self.url))
+                .await
+                .map(Some),
+            Backend::Sqlite(_) => Ok(None),
         }
     }
 

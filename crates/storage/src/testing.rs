@@ -29,10 +29,25 @@ pub struct TestDatabase {
 #[derive(Debug)]
 enum Cleanup {
     Files(PathBuf),
-    Database { admin_url: String, name: String },
+    Database {
+        admin_url: String,
+        name: String,
+    },
+    /// Another handle owns the database.
+    Nothing,
 }
 
 impl TestDatabase {
+    /// Another handle on the same database, which removes nothing when dropped (the first one
+    /// does): for a second server on it.
+    pub fn shared(&self) -> Self {
+        Self {
+            url: self.url.clone(),
+            kind: self.kind,
+            cleanup: Cleanup::Nothing,
+        }
+    }
+
     /// A new SQLite file in the temporary directory.
     pub fn sqlite() -> Self {
         let path = std::env::temp_dir().join(format!(
@@ -152,6 +167,7 @@ impl Drop for TestDatabase {
                     let _ = std::fs::remove_file(p);
                 }
             }
+            Cleanup::Nothing => {}
             Cleanup::Database { admin_url, name } => {
                 let (admin_url, sql) = (
                     admin_url.clone(),

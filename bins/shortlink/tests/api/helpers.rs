@@ -41,6 +41,8 @@ pub struct Setup {
     /// Whether the server believes `X-Forwarded-For` from 127.0.0.1 (the tests' own address)
     /// and locates clients with the GeoIP test database (`../shared/geoip`).
     pub behind_proxy_with_geoip: bool,
+    /// `--base-url` (default: the server's own address), for several servers serving one domain.
+    pub base_url: Option<&'static str>,
 }
 
 impl Default for Setup {
@@ -49,6 +51,7 @@ impl Default for Setup {
             allow_private_targets: true,
             check_key: true,
             behind_proxy_with_geoip: false,
+            base_url: None,
         }
     }
 }
@@ -121,6 +124,9 @@ impl TestApp {
                 false => Default::default(),
             },
             geoip_db: setup.behind_proxy_with_geoip.then(geoip_test_database),
+            base_url: setup
+                .base_url
+                .map(|url| shortlink_domain::BaseUrl::parse(url).expect("a base URL")),
             ..Config::new(url)
         };
         let app = Application::build(config)
@@ -136,7 +142,13 @@ impl TestApp {
 
         let store = Store::connect(&db.url, PoolOptions { max_connections: 2 })
             .expect("the test database URL is valid");
-        let tenant = new_tenant(&store, "acme", DEFAULT_RATE_LIMIT).await;
+        // A second server on the same database gets a workspace of its own.
+        let taken = store.list_workspaces().await.expect("the database answers");
+        let name = match taken.iter().any(|w| w.name == "acme") {
+            false => "acme".to_owned(),
+            true => format!("acme-{}", taken.len() + 1),
+        };
+        let tenant = new_tenant(&store, &name, DEFAULT_RATE_LIMIT).await;
         let client = Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .build()

@@ -9,6 +9,7 @@ mod errors;
 mod health;
 mod helpers;
 mod idempotency;
+mod instances;
 mod links;
 mod qr;
 mod rate_limit;

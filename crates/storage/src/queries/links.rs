@@ -12,11 +12,13 @@ use shortlink_domain::{
 };
 
 use super::complete_idempotency_key;
-use super::{Backend, Conn, Creation, begin_creation, insert_new_links, lock_for_writing, outbox};
+use super::{
+    Backend, Conn, Creation, announce, begin_creation, insert_new_links, lock_for_writing, outbox,
+};
 use crate::StorageError;
 use crate::hooks::{Hooks, Lookup, reading};
 use crate::idempotency::PlacedCompletion;
-use crate::model::{CounterKey, CreateOutcome, NewLink};
+use crate::model::{Change, CounterKey, CreateOutcome, NewLink};
 use crate::rows::{LinkRow, NewLinkRow, RedirectRow, with_clicks};
 use crate::schema::{link_codes, link_codes_folded, links};
 
@@ -96,6 +98,19 @@ pub(crate) async fn create_links(
             return Err(StorageError::Corrupt("no free generated short code"));
         }
         outbox::write(c, &subs, &created).await?;
+        // Another instance may have cached a new code as unknown.
+        let codes: Vec<Change> = outcomes
+            .iter()
+            .flatten()
+            .filter_map(|(outcome, _)| match outcome {
+                CreateOutcome::Created(link) => Some(Change::Link {
+                    domain: link.domain.clone(),
+                    code: link.short_code.to_string(),
+                }),
+                CreateOutcome::SlugConflict => None,
+            })
+            .collect();
+        announce(c, &codes).await?;
         let outcomes: Vec<_> = outcomes
             .into_iter()
             .map(|o| o.unwrap_or((CreateOutcome::SlugConflict, None)))
@@ -316,6 +331,7 @@ pub(crate) async fn update_destination(
         if updated == 0 {
             return Ok(None);
         }
+        announce(c, &[row.change()]).await?;
         row.destination = destination.to_string();
         row.into_domain(hooks).map(Some)
     })
@@ -343,6 +359,7 @@ pub(crate) async fn delete_link(
         if deleted == 0 {
             return Ok(None);
         }
+        announce(c, &[row.change()]).await?;
         row.into_domain(hooks).map(Some)
     })
     .await

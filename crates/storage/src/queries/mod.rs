@@ -18,7 +18,7 @@ mod webhooks;
 mod workspaces;
 
 pub(crate) use super::{
-    Conn, Creation, begin_creation, count_clicks, insert_deliveries, insert_event_rows,
+    Conn, Creation, announce, begin_creation, count_clicks, insert_deliveries, insert_event_rows,
     insert_new_links, lock_due, lock_for_writing,
 };
 

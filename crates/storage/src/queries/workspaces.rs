@@ -114,6 +114,9 @@ pub(crate) async fn revoke_api_key(
         .set(api_keys::revoked_at.eq(now))
         .execute(c)
         .await?;
+    if changed == 1 {
+        super::announce(c, &[crate::model::Change::Keys]).await?;
+    }
     Ok(changed == 1)
 }
 

@@ -1,0 +1,167 @@
+//! Several servers on one PostgreSQL database behave as one: a change made through any of them
+//! reaches every other's caches within a second, and a server that cannot hear changes keeps its
+//! cached links for a second at most.
+
+use std::time::Duration;
+
+use reqwest::Method;
+use serde_json::json;
+use shortlink_storage::testing::TestDatabase;
+
+use crate::helpers::{Setup, TestApp, assert_error, assert_ok, poll, send, text};
+
+/// Two servers on one fresh PostgreSQL database, or `None` (reported) without one.
+async fn two_servers(test: &str) -> Option<(TestApp, TestApp)> {
+    let db = TestDatabase::postgres(test).await?;
+    let second = db.shared();
+    // Both serve one short domain, as instances behind a load balancer do.
+    let setup = Setup {
+        base_url: Some("https://sho.rt"),
+        ..Setup::default()
+    };
+    let first = TestApp::spawn_with(db, setup).await;
+    let url = second.url.clone();
+    let other = TestApp::spawn_reaching(second, &url, setup).await;
+    Some((first, other))
+}
+
+/// Visits `code` on `app` until it answers `status` (and `location`), within a second.
+async fn follows(app: &TestApp, code: &str, status: u16, location: Option<&str>) {
+    let found = poll(Duration::from_secs(1), async || {
+        let res = app.visit(code).await;
+        let at = res
+            .headers()
+            .get("location")
+            .and_then(|l| l.to_str().ok())
+            .map(str::to_owned);
+        (res.status().as_u16() == status && at.as_deref() == location).then_some(())
+    })
+    .await;
+    assert!(
+        found.is_some(),
+        "{code} answers {status} {location:?} within a second"
+    );
+}
+
+#[tokio::test]
+async fn a_deleted_code_taken_by_another_workspace_redirects_to_the_new_link_everywhere() {
+    let Some((first, second)) = two_servers(concat!(module_path!(), "::deleted_code")).await else {
+        return;
+    };
+    // Workspace A's promo, cached by the second server.
+    let a = first
+        .create_link(&json!({ "destination": "https://a.example/promo", "customSlug": "promo" }))
+        .await;
+    assert_eq!(second.visit("promo").await.status(), 302);
+    assert_eq!(
+        first
+            .delete(&format!("/links/{}", text(&a["id"])))
+            .await
+            .status(),
+        200
+    );
+    follows(&second, "promo", 404, None).await;
+    // Workspace B takes the code: the second server sends B's visitors to B's destination, and
+    // counts their clicks on B's link.
+    let b = first.new_tenant("b", 100).await;
+    let res = first
+        .api_as(&b.key, Method::POST, "/links")
+        .json(&json!({ "destination": "https://b.example/promo", "customSlug": "promo" }))
+        .send()
+        .await
+        .expect("the server answers");
+    assert_ok(res).await;
+    follows(&second, "promo", 302, Some("https://b.example/promo")).await;
+    let counted = poll(Duration::from_secs(5), async || {
+        let res = send(first.api_as(&b.key, Method::GET, "/links/promo")).await;
+        let link = assert_ok(res).await;
+        (link["clicks"].as_i64() >= Some(1)).then_some(())
+    })
+    .await;
+    assert!(counted.is_some(), "the click counts on B's link");
+}
+
+#[tokio::test]
+async fn changes_and_revoked_keys_reach_the_other_server_within_a_second() {
+    let Some((first, second)) = two_servers(concat!(module_path!(), "::changes")).await else {
+        return;
+    };
+    // A code the second server has cached as unknown, then created on the first.
+    assert_eq!(second.visit("later").await.status(), 404);
+    first
+        .create_link(&json!({ "destination": "https://example.com/one", "customSlug": "later" }))
+        .await;
+    follows(&second, "later", 302, Some("https://example.com/one")).await;
+    // A changed destination.
+    let changed = first
+        .patch_json(
+            "/links/later",
+            &json!({ "destination": "https://example.com/two" }),
+        )
+        .await;
+    assert_ok(changed).await;
+    follows(&second, "later", 302, Some("https://example.com/two")).await;
+
+    // A key revoked through the first stops working on the second at once, though cached there.
+    let tenant = first.new_tenant("revoked", 100).await;
+    let ask = || send(second.api_as(&tenant.key, Method::GET, "/links"));
+    assert_ok(ask().await).await;
+    assert!(
+        first
+            .store
+            .revoke_api_key(tenant.key_id)
+            .await
+            .expect("revoked")
+    );
+    let refused = poll(Duration::from_secs(1), async || {
+        (ask().await.status() == 401).then_some(())
+    })
+    .await;
+    assert!(
+        refused.is_some(),
+        "the revoked key is refused within a second"
+    );
+    assert_error(ask().await, 401, "UNAUTHORIZED").await;
+}
+
+#[tokio::test]
+async fn a_server_that_loses_the_channel_keeps_links_for_a_second_and_resynchronises() {
+    let Some((first, second)) = two_servers(concat!(module_path!(), "::lost_channel")).await else {
+        return;
+    };
+    first
+        .create_link(&json!({ "destination": "https://example.com/one", "customSlug": "cut" }))
+        .await;
+    follows(&second, "cut", 302, Some("https://example.com/one")).await;
+    // Cut every listener's connection (the channel), then change the link while it is down.
+    first
+        .db
+        .execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+             WHERE query LIKE 'LISTEN%' AND pid <> pg_backend_pid()",
+        )
+        .await;
+    assert_ok(
+        first
+            .patch_json(
+                "/links/cut",
+                &json!({ "destination": "https://example.com/two" }),
+            )
+            .await,
+    )
+    .await;
+    // Heard or not, the change shows within a second (the short lifetime, or the listener back).
+    follows(&second, "cut", 302, Some("https://example.com/two")).await;
+    // Once the listener is back, changes are heard again.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_ok(
+        first
+            .patch_json(
+                "/links/cut",
+                &json!({ "destination": "https://example.com/three" }),
+            )
+            .await,
+    )
+    .await;
+    follows(&second, "cut", 302, Some("https://example.com/three")).await;
+}
