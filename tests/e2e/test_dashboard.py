@@ -409,6 +409,8 @@ def test_analytics_chart_and_breakdowns_follow_clicks(dashboard, tmp_path):
 
     page = dashboard.sign_in()
     page.get_by_role("link", name="Analytics of e2e-counted").click()
+    # The links page has "Clicks" stats of its own: wait for the analytics page first.
+    expect(page.get_by_role("heading", name="Analytics of e2e-counted")).to_be_visible()
     stat = page.locator(".stat").filter(has_text="Clicks")
     expect(stat.locator("dd")).to_have_text("5")
     expect(page.get_by_role("img", name=re.compile(r"^Clicks per day: 5 clicks"))).to_be_visible()

@@ -25,7 +25,12 @@ let signInNotice = null;
 /** While a key is being tried, a 401 is the sign-in form's to explain. */
 let signingIn = false;
 
+/** Counts navigations: a page that finishes loading after a later navigation is dropped, or it
+ * would replace the page the person went on to. */
+let navigations = 0;
+
 async function render() {
+  const navigation = ++navigations;
   if (!session.key()) return renderSignIn();
   nav.hidden = false;
   const hash = location.hash || "#/links";
@@ -36,6 +41,7 @@ async function render() {
   }
   const route = routes.find(([pattern]) => pattern.test(hash));
   const page = route ? await route[1](...hash.match(route[0]).slice(1).map(decodeURIComponent)) : notFound();
+  if (navigation !== navigations) return;
   main.replaceChildren(page);
   const title = page.querySelector("h1");
   document.title = title ? `${title.textContent} · shortlink` : "shortlink";

@@ -17,7 +17,7 @@ use utoipa::{IntoParams, ToSchema};
 
 use crate::auth::Authenticated;
 use crate::envelope::{Envelope, ok};
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorEnvelope};
 use crate::extract::parse_query;
 use crate::state::AppState;
 
@@ -78,18 +78,22 @@ pub struct Selection {
     #[param(example = "Europe/London")]
     pub timezone: Option<String>,
     /// Only clicks from this country (ISO 3166-1 alpha-2).
-    #[param(example = "GB")]
+    #[param(example = "GB", min_length = 1, max_length = 200)]
     pub country: Option<String>,
     /// Only clicks from this city.
+    #[param(min_length = 1, max_length = 200)]
     pub city: Option<String>,
     /// Only clicks from this kind of device.
     #[param(pattern = "^(desktop|mobile|tablet|other)$")]
     pub device: Option<String>,
     /// Only clicks from this browser family.
+    #[param(min_length = 1, max_length = 200)]
     pub browser: Option<String>,
     /// Only clicks from this OS family.
+    #[param(min_length = 1, max_length = 200)]
     pub os: Option<String>,
     /// Only clicks referred by this host (`(direct)` for none).
+    #[param(min_length = 1, max_length = 200)]
     pub referrer: Option<String>,
 }
 
@@ -310,6 +314,7 @@ async fn events(
 #[utoipa::path(get, path = "/api/v1/analytics", tag = "analytics", params(AnalyticsQuery, Selection),
     responses(
         (status = 200, description = "`groupBy=count`: `{clicks, uniqueVisitors}`; `timeseries`: one entry per bucket, oldest first, empty ones included; a breakdown: most clicks first.", body = Envelope<Totals>),
+        (status = 404, description = "`NOT_FOUND`: `linkId` is not one of the workspace's links.", body = ErrorEnvelope),
     ))]
 async fn analytics(
     state: Data<AppState>,
@@ -385,6 +390,7 @@ fn series(starts: &[Zoned], times: &[(i64, i64)]) -> Vec<Bucket> {
 #[utoipa::path(get, path = "/api/v1/analytics/export", tag = "analytics", params(ExportQuery, Selection),
     responses(
         (status = 200, description = "One row per click event, oldest first, streamed: CSV (RFC 4180, with a header row) or NDJSON. Columns: timestamp, linkId, shortCode, country, city, device, browser, os, referrer, referrerUrl.", content_type = "text/csv"),
+        (status = 404, description = "`NOT_FOUND`: `linkId` is not one of the workspace's links.", body = ErrorEnvelope),
     ))]
 async fn export(
     state: Data<AppState>,
