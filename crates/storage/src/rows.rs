@@ -164,7 +164,6 @@ impl RedirectRow {
 #[derive(Insertable)]
 #[diesel(table_name = crate::schema::click_events, treat_none_as_default_value = false)]
 pub(crate) struct EventRow {
-    pub workspace_id: String,
     pub link_seq: i64,
     pub occurred_at: i64,
     pub country: Option<String>,

@@ -116,6 +116,7 @@ diesel::allow_tables_to_appear_in_same_query!(
     webhooks,
     webhook_deliveries,
     webhook_attempts,
+    click_events,
 );
 
 diesel::table! {
@@ -136,7 +137,6 @@ diesel::table! {
     /// sequence on PostgreSQL (unique, not a key: the table is partitioned by time).
     click_events (id) {
         id -> BigInt,
-        workspace_id -> Text,
         link_seq -> BigInt,
         occurred_at -> BigInt,
         country -> Nullable<Text>,

@@ -7,7 +7,6 @@
 -- the default partition catches anything outside them and is trimmed in small batches.
 CREATE TABLE click_events (
     id BIGSERIAL NOT NULL,
-    workspace_id TEXT NOT NULL,
     link_seq BIGINT NOT NULL,
     occurred_at BIGINT NOT NULL,
     country TEXT,
@@ -20,7 +19,8 @@ CREATE TABLE click_events (
     visitor BIGINT NOT NULL
 ) PARTITION BY RANGE (occurred_at);
 CREATE TABLE click_events_default PARTITION OF click_events DEFAULT;
-CREATE INDEX click_events_workspace_time ON click_events (workspace_id, occurred_at);
+-- The one index: a link's events by time. A workspace's are its links' (`link_seq IN (…)`); a
+-- deleted link's events leave its workspace's analytics with it (retention removes them).
 CREATE INDEX click_events_link_time ON click_events (link_seq, occurred_at);
 
 CREATE TABLE analytics_secret (

@@ -3,7 +3,6 @@
 -- never stored: `visitor` is a keyed hash of (address, User-Agent) whose key changes every UTC day.
 CREATE TABLE click_events (
     id INTEGER PRIMARY KEY,
-    workspace_id TEXT NOT NULL,
     link_seq BIGINT NOT NULL,
     occurred_at BIGINT NOT NULL,
     country TEXT,
@@ -15,7 +14,8 @@ CREATE TABLE click_events (
     referrer_url TEXT,
     visitor BIGINT NOT NULL
 );
-CREATE INDEX click_events_workspace_time ON click_events (workspace_id, occurred_at);
+-- The one index: a link's events by time. A workspace's are its links' (`link_seq IN (…)`); a
+-- deleted link's events leave its workspace's analytics with it (retention removes them).
 CREATE INDEX click_events_link_time ON click_events (link_seq, occurred_at);
 
 -- The secret the daily visitor keys derive from, one per database, so every instance on it

@@ -1,6 +1,6 @@
 //! Click events: written with the click counters, read by the analytics API, trimmed by
-//! retention. Which query reads what (indexes `(workspace_id, occurred_at)` and
-//! `(link_seq, occurred_at)`):
+//! retention. Which query reads what (one index, `(link_seq, occurred_at)`; a workspace's events
+//! are its links'):
 //! - totals and breakdowns: one aggregate over the range, grouped by the dimension;
 //! - time series: the events' times and visitors over the range, bucketed by the caller (whose
 //!   buckets follow a time zone);
@@ -33,11 +33,9 @@ pub(crate) async fn insert_click_events(
         .links
         .iter()
         .flat_map(|link| {
-            let workspace = link.workspace_id.to_string();
             link.clicks.iter().map(move |event| {
                 let click = &event.click;
                 EventRow {
-                    workspace_id: workspace.clone(),
                     link_seq: link.counter.0,
                     occurred_at: click.timestamp.unix_millis(),
                     country: click.country.clone(),
@@ -71,15 +69,22 @@ pub(crate) async fn read_analytics_secret(c: &mut Conn) -> Result<String, Storag
 type Condition<'a> = Box<dyn BoxableExpression<events::table, Backend, SqlType = Bool> + 'a>;
 
 fn selected(filter: &EventFilter) -> Condition<'_> {
-    let mut condition: Condition<'_> = Box::new(
-        events::workspace_id
-            .eq(filter.workspace_id.to_string())
-            .and(events::occurred_at.ge(filter.start.unix_millis()))
-            .and(events::occurred_at.lt(filter.end.unix_millis())),
-    );
-    if let Some(link) = filter.link {
-        condition = Box::new(condition.and(events::link_seq.eq(link.0)));
-    }
+    let during = events::occurred_at
+        .ge(filter.start.unix_millis())
+        .and(events::occurred_at.lt(filter.end.unix_millis()));
+    let mut condition: Condition<'_> = match filter.link {
+        // The caller found the link among the workspace's.
+        Some(link) => Box::new(events::link_seq.eq(link.0).and(during)),
+        None => Box::new(
+            events::link_seq
+                .eq_any(
+                    links::table
+                        .filter(links::workspace_id.eq(filter.workspace_id.to_string()))
+                        .select(links::seq),
+                )
+                .and(during),
+        ),
+    };
     if let Some(v) = &filter.country {
         condition = Box::new(condition.and(events::country.assume_not_null().eq(v)));
     }
