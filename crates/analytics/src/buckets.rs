@@ -248,4 +248,33 @@ mod tests {
             .is_empty()
         );
     }
+
+    proptest::proptest! {
+        /// Any instants, interval and zone: buckets or a refusal, never a panic, never more
+        /// than the bound, always in order.
+        #[test]
+        fn any_range_gives_ordered_buckets_or_a_refusal(
+            start in proptest::num::i64::ANY,
+            length in 0i64..100_000_000_000,
+            interval in 0usize..4,
+            zone in 0usize..4,
+        ) {
+            let zone = ["UTC", "Europe/London", "Asia/Kolkata", "America/St_Johns"][zone];
+            let interval = [Interval::Hour, Interval::Day, Interval::Week, Interval::Month][interval];
+            let zone = time_zone(zone).expect("a zone");
+            if let Ok(starts) = buckets(start, start.saturating_add(length), interval, &zone) {
+                proptest::prop_assert!(starts.len() <= MAX_BUCKETS);
+                let millis: Vec<i64> = starts.iter().map(|z| bucket_start(z).1).collect();
+                proptest::prop_assert!(millis.windows(2).all(|w| w[0] < w[1]));
+            }
+        }
+
+        /// Any text as an instant or a zone name: an answer or `None`, never a panic.
+        #[test]
+        fn any_text_parses_or_is_refused(text in ".{0,80}") {
+            let utc = time_zone("UTC").expect("UTC");
+            let _ = parse_instant(&text, &utc);
+            let _ = time_zone(&text);
+        }
+    }
 }

@@ -524,4 +524,16 @@ mod tests {
         assert_eq!(cell("@SUM(A1)"), "\"'@SUM(A1)\"");
         assert_eq!(cell(""), "");
     }
+
+    proptest::proptest! {
+        /// Any query string: parsed or refused with a 400 naming a parameter, never a panic.
+        #[test]
+        fn any_query_is_parsed_or_refused(query in "[a-zA-Z=&%0-9:+._/-]{0,120}") {
+            let own = ["groupBy", "interval", "limit"];
+            if let Ok((parsed, _)) = parse::<AnalyticsQuery>(&query, &own) {
+                let _ = shape(&parsed);
+            }
+            let _ = parse::<ExportQuery>(&query, &["format"]);
+        }
+    }
 }
