@@ -148,15 +148,20 @@ pub(crate) async fn count_clicks(
     Ok(add_clicks(c, counts).await?)
 }
 
-/// One multi-row insert of click events.
+/// Every click of `batch` as an event, `chunk` rows per insert.
 pub(crate) async fn insert_event_rows(
     c: &mut Conn,
-    rows: Vec<crate::rows::EventRow>,
-) -> QueryResult<usize> {
-    diesel::insert_into(crate::schema::click_events::table)
-        .values(rows)
-        .execute(c)
-        .await
+    batch: std::sync::Arc<crate::model::ClickBatch>,
+    chunk: usize,
+) -> QueryResult<()> {
+    let rows: Vec<_> = crate::rows::event_rows(&batch).collect();
+    for rows in rows.chunks(chunk) {
+        diesel::insert_into(crate::schema::click_events::table)
+            .values(rows)
+            .execute(c)
+            .await?;
+    }
+    Ok(())
 }
 
 /// One multi-row insert into the outbox.

@@ -160,20 +160,41 @@ impl RedirectRow {
     }
 }
 
-/// A click event as inserted (`queries/analytics.rs`).
+/// A click event as inserted, borrowed from its batch (`queries/analytics.rs`).
 #[derive(Insertable)]
 #[diesel(table_name = crate::schema::click_events, treat_none_as_default_value = false)]
-pub(crate) struct EventRow {
+pub(crate) struct EventRow<'a> {
     pub link_seq: i64,
     pub occurred_at: i64,
-    pub country: Option<String>,
-    pub city: Option<String>,
-    pub device: String,
-    pub browser: Option<String>,
-    pub os: Option<String>,
-    pub referrer: String,
-    pub referrer_url: Option<String>,
+    pub country: Option<&'a str>,
+    pub city: Option<&'a str>,
+    pub device: &'a str,
+    pub browser: Option<&'a str>,
+    pub os: Option<&'a str>,
+    pub referrer: &'a str,
+    pub referrer_url: Option<&'a str>,
     pub visitor: i64,
+}
+
+/// Every click of `batch` as an event row, in order.
+pub(crate) fn event_rows(batch: &crate::model::ClickBatch) -> impl Iterator<Item = EventRow<'_>> {
+    batch.links.iter().flat_map(|link| {
+        link.clicks.iter().map(move |event| {
+            let click = &event.click;
+            EventRow {
+                link_seq: link.counter.0,
+                occurred_at: click.timestamp.unix_millis(),
+                country: click.country.as_deref(),
+                city: click.city.as_deref(),
+                device: &click.device,
+                browser: click.browser.as_deref(),
+                os: click.os.as_deref(),
+                referrer: &click.referrer,
+                referrer_url: click.referrer_url.as_deref(),
+                visitor: event.visitor,
+            }
+        })
+    })
 }
 
 /// A link as inserted: the database numbers it and creates its counter.

@@ -7,6 +7,7 @@
 //! - export: pages of events in (time, id) order, 5,000 at a time.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use diesel::dsl::{count, count_star};
 use diesel::expression::BoxableExpression;
@@ -18,7 +19,6 @@ use shortlink_domain::Timestamp;
 use super::{Backend, Conn, insert_event_rows};
 use crate::StorageError;
 use crate::model::{ClickBatch, Dimension, EventFilter, ExportedEvent, Tally};
-use crate::rows::EventRow;
 use crate::schema::{analytics_secret, click_events as events, links};
 
 /// Rows per insert statement (12 parameters each: well under SQLite's 32,766).
@@ -27,34 +27,9 @@ const INSERT_CHUNK: usize = 1000;
 /// Writes every click of `batch` as an event; part of the flush's transaction.
 pub(crate) async fn insert_click_events(
     c: &mut Conn,
-    batch: &ClickBatch,
+    batch: &Arc<ClickBatch>,
 ) -> Result<(), StorageError> {
-    let rows: Vec<EventRow> = batch
-        .links
-        .iter()
-        .flat_map(|link| {
-            link.clicks.iter().map(move |event| {
-                let click = &event.click;
-                EventRow {
-                    link_seq: link.counter.0,
-                    occurred_at: click.timestamp.unix_millis(),
-                    country: click.country.clone(),
-                    city: click.city.clone(),
-                    device: click.device.clone(),
-                    browser: click.browser.clone(),
-                    os: click.os.clone(),
-                    referrer: click.referrer.clone(),
-                    referrer_url: click.referrer_url.clone(),
-                    visitor: event.visitor,
-                }
-            })
-        })
-        .collect();
-    let mut rows = rows.into_iter().peekable();
-    while rows.peek().is_some() {
-        insert_event_rows(c, rows.by_ref().take(INSERT_CHUNK).collect()).await?;
-    }
-    Ok(())
+    Ok(insert_event_rows(c, batch.clone(), INSERT_CHUNK).await?)
 }
 
 /// The secret daily visitor keys derive from (written by the migration).

@@ -1,6 +1,7 @@
 //! Click counts, written in batches by the server's click batcher.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use diesel::prelude::*;
 use diesel_async::{AsyncConnection, RunQueryDsl};
@@ -19,7 +20,7 @@ use crate::schema::links;
 /// on links deleted meanwhile are dropped.
 pub(crate) async fn record_clicks(
     c: &mut Conn,
-    batch: &ClickBatch,
+    batch: &Arc<ClickBatch>,
     base: &BaseUrl,
     hooks: &impl Hooks,
 ) -> Result<(), StorageError> {

@@ -232,16 +232,22 @@ impl diesel::query_builder::QueryFragment<diesel::sqlite::Sqlite> for InsertLink
 
 impl diesel::query_dsl::RunQueryDsl<diesel::SqliteConnection> for InsertLinks<'_> {}
 
-/// One multi-row insert of click events.
+/// Every click of `batch` as an event, `chunk` rows per insert, on the connection's thread
+/// (the rows borrow from the batch: no copy of a click's text).
 pub(crate) async fn insert_event_rows(
     c: &mut Conn,
-    rows: Vec<crate::rows::EventRow>,
-) -> QueryResult<usize> {
+    batch: std::sync::Arc<crate::model::ClickBatch>,
+    chunk: usize,
+) -> QueryResult<()> {
     c.spawn_blocking(move |c| {
-        diesel::RunQueryDsl::execute(
-            diesel::insert_into(crate::schema::click_events::table).values(rows),
-            c,
-        )
+        let rows: Vec<_> = crate::rows::event_rows(&batch).collect();
+        for rows in rows.chunks(chunk) {
+            diesel::RunQueryDsl::execute(
+                diesel::insert_into(crate::schema::click_events::table).values(rows),
+                c,
+            )?;
+        }
+        Ok(())
     })
     .await
 }
