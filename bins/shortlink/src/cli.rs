@@ -107,6 +107,10 @@ struct ServeArgs {
     /// Record every click as an analytics event (`on`) or only count it (`off`).
     #[arg(long, env = "SHORTLINK_ANALYTICS", value_enum, default_value_t = Switch::On, global = true)]
     analytics: Switch,
+    /// Redis shared by every instance for the workspace rate limits (`redis://HOST:PORT`);
+    /// without it each instance limits on its own.
+    #[arg(long, env = "REDIS_URL", global = true)]
+    redis_url: Option<String>,
     /// Days click events are kept (0 keeps everything).
     #[arg(
         long,
@@ -256,6 +260,7 @@ async fn serve(database_url: String, args: ServeArgs) -> anyhow::Result<()> {
         log_redirects: args.log_redirects,
         metrics_listen: args.metrics_listen,
         trusted_proxies: args.trusted_proxies,
+        redis_url: args.redis_url,
         geoip_db: args.geoip_db,
         analytics: args.analytics == Switch::On,
         analytics_retention: (args.analytics_retention_days > 0)

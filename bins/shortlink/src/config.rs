@@ -52,6 +52,8 @@ pub struct Config {
     pub trusted_proxies: shortlink_analytics::TrustedProxies,
     /// The GeoIP database, if any.
     pub geoip_db: Option<std::path::PathBuf>,
+    /// Redis for the rate limits shared by every instance.
+    pub redis_url: Option<String>,
     /// Whether every click is recorded as an analytics event.
     pub analytics: bool,
     /// How long click events are kept; `None`: forever.
@@ -81,6 +83,7 @@ impl Config {
             request_body_timeout: shortlink_http::extract::REQUEST_BODY_TIMEOUT,
             trusted_proxies: Default::default(),
             geoip_db: None,
+            redis_url: None,
             analytics: true,
             analytics_retention: Some(shortlink_service::ANALYTICS_RETENTION),
         }

@@ -60,11 +60,11 @@ impl Application {
             None => BaseUrl::parse(&format!("http://{addr}"))?,
         };
 
-        if store.kind() == shortlink_storage::DatabaseKind::Postgres {
-            // Changes reach every instance's caches (LISTEN/NOTIFY); the rate limits do not yet.
+        if store.kind() == shortlink_storage::DatabaseKind::Postgres && config.redis_url.is_none() {
+            // Changes reach every instance's caches (LISTEN/NOTIFY); rate limits need Redis.
             tracing::warn!(
-                "rate limits and the failed-authentication budget are counted per instance: with \
-                 N instances, a workspace may make N times its rate"
+                "without --redis-url, rate limits are counted per instance: with N instances, a \
+                 workspace may make N times its rate"
             );
         }
         let first_run_key = if config.first_run_banner {
@@ -102,6 +102,7 @@ impl Application {
             root_redirect: config.root_redirect.clone(),
             request_body_timeout: config.request_body_timeout,
             trusted_proxies: config.trusted_proxies.clone(),
+            redis_url: config.redis_url.clone(),
         };
         let state = Data::new(AppState::new(service.clone(), settings));
         let access_log = shortlink_http::middleware::AccessLog {

@@ -9,6 +9,10 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
+mod shared;
+
+pub use shared::RedisRateLimiter;
+
 use governor::clock::{Clock, DefaultClock};
 use governor::middleware::StateInformationMiddleware;
 use governor::state::{InMemoryState, NotKeyed};
@@ -37,6 +41,12 @@ pub type DecisionFuture<'a> = Pin<Box<dyn Future<Output = Decision> + Send + 'a>
 pub trait RateLimiter: Send + Sync + 'static {
     /// Counts one request of `workspace` against `rate`.
     fn check(&self, workspace: WorkspaceId, rate: RateLimit) -> DecisionFuture<'_>;
+
+    /// Whether the limits are shared with other instances right now: `None` when they never
+    /// are (this limiter is the instance's own).
+    fn sharing(&self) -> Option<bool> {
+        None
+    }
 }
 
 type DirectGcra = Gcra<NotKeyed, InMemoryState, DefaultClock, StateInformationMiddleware>;

@@ -23,6 +23,8 @@ pub struct HttpSettings {
     pub request_body_timeout: std::time::Duration,
     /// Proxies whose `X-Forwarded-For` names the client (`--trusted-proxies`); none by default.
     pub trusted_proxies: shortlink_analytics::TrustedProxies,
+    /// Where the rate limits shared by every instance live (`--redis-url`); none by default.
+    pub redis_url: Option<String>,
 }
 
 /// The state behind every route, built once by the server and shared by all workers.
@@ -45,6 +47,16 @@ pub struct AppState {
 impl AppState {
     /// State with the in-process rate limiter and key cache, over `service`.
     pub fn new(service: Service, settings: HttpSettings) -> Self {
+        let rate_limiter: Arc<dyn RateLimiter> = match &settings.redis_url {
+            Some(url) => match crate::ratelimit::RedisRateLimiter::new(url) {
+                Ok(shared) => Arc::new(shared),
+                Err(e) => {
+                    tracing::error!(error = %e, "the Redis URL is not usable: rate limits are per instance");
+                    Arc::new(crate::ratelimit::LocalRateLimiter::default())
+                }
+            },
+            None => Arc::new(crate::ratelimit::LocalRateLimiter::default()),
+        };
         let keys = KeyCache::default();
         let stale = keys.clone();
         // A key revoked (or a rate changed) on another instance stops working here at once.
@@ -54,7 +66,7 @@ impl AppState {
             service,
             auth_failures: AuthFailureGuard::new(settings.auth_failures_per_minute),
             settings,
-            rate_limiter: Arc::new(crate::ratelimit::LocalRateLimiter::default()),
+            rate_limiter,
             keys,
         }
     }

@@ -43,6 +43,8 @@ pub struct Setup {
     pub behind_proxy_with_geoip: bool,
     /// `--base-url` (default: the server's own address), for several servers serving one domain.
     pub base_url: Option<&'static str>,
+    /// `--redis-url`.
+    pub redis_url: Option<&'static str>,
 }
 
 impl Default for Setup {
@@ -52,6 +54,7 @@ impl Default for Setup {
             check_key: true,
             behind_proxy_with_geoip: false,
             base_url: None,
+            redis_url: None,
         }
     }
 }
@@ -124,6 +127,7 @@ impl TestApp {
                 false => Default::default(),
             },
             geoip_db: setup.behind_proxy_with_geoip.then(geoip_test_database),
+            redis_url: setup.redis_url.map(str::to_owned),
             base_url: setup
                 .base_url
                 .map(|url| shortlink_domain::BaseUrl::parse(url).expect("a base URL")),

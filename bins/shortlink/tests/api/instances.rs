@@ -165,3 +165,120 @@ async fn a_server_that_loses_the_channel_keeps_links_for_a_second_and_resynchron
     .await;
     follows(&second, "cut", 302, Some("https://example.com/three")).await;
 }
+
+/// A Redis server of the test's own, on a free port, that the test can stop and start again.
+struct Redis {
+    port: u16,
+    process: Option<std::process::Child>,
+}
+
+impl Redis {
+    fn start() -> Self {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let mut redis = Redis {
+            port,
+            process: None,
+        };
+        redis.run();
+        redis
+    }
+
+    fn run(&mut self) {
+        let child = std::process::Command::new("redis-server")
+            .args([
+                "--port",
+                &self.port.to_string(),
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ])
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("redis-server starts (it is installed where the tests run)");
+        self.process = Some(child);
+        for _ in 0..100 {
+            if std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("redis-server did not listen on {}", self.port);
+    }
+
+    fn stop(&mut self) {
+        if let Some(mut child) = self.process.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    fn url(&self) -> &'static str {
+        // A server's setup holds `'static` text; one per test.
+        Box::leak(format!("redis://127.0.0.1:{}", self.port).into_boxed_str())
+    }
+}
+
+impl Drop for Redis {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+async fn rate_limits(app: &TestApp) -> String {
+    let ready = assert_ok(send(app.client.get(app.url("/readyz"))).await).await;
+    text(&ready["rateLimits"]).to_owned()
+}
+
+#[tokio::test]
+async fn with_redis_a_workspace_rate_holds_across_instances_and_survives_redis_going_away() {
+    let Some(db) = TestDatabase::postgres(concat!(module_path!(), "::redis")).await else {
+        return;
+    };
+    let mut redis = Redis::start();
+    let setup = Setup {
+        base_url: Some("https://sho.rt"),
+        redis_url: Some(redis.url()),
+        ..Setup::default()
+    };
+    let second_db = db.shared();
+    let first = TestApp::spawn_with(db, setup).await;
+    let url = second_db.url.clone();
+    let second = TestApp::spawn_reaching(second_db, &url, setup).await;
+    let tenant = first.new_tenant("limited", 10).await;
+    let ask = |app: &TestApp| send(app.api_as(&tenant.key, Method::GET, "/links?limit=1"));
+
+    // Twenty requests, alternating between the servers: the burst of ten holds for both
+    // together (one more may be earned while they run, one every 100 ms).
+    let mut admitted = 0;
+    for i in 0..20 {
+        let app = if i % 2 == 0 { &first } else { &second };
+        if ask(app).await.status() == 200 {
+            admitted += 1;
+        }
+    }
+    assert!((10..=11).contains(&admitted), "{admitted} of 20 admitted");
+    assert_eq!(rate_limits(&first).await, "shared");
+
+    // Redis goes away: requests are still served, each server limiting on its own, and /readyz
+    // (still 200) says so.
+    redis.stop();
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    assert_eq!(ask(&first).await.status(), 200);
+    assert_eq!(
+        rate_limits(&first).await,
+        "per instance (Redis does not answer)"
+    );
+
+    // It comes back: sharing resumes by itself.
+    redis.run();
+    let resumed = poll(Duration::from_secs(10), async || {
+        let _ = ask(&second).await;
+        (rate_limits(&second).await == "shared").then_some(())
+    })
+    .await;
+    assert!(resumed.is_some(), "sharing resumed once Redis was back");
+}

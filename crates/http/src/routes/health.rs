@@ -24,5 +24,13 @@ async fn readyz(state: Data<AppState>) -> Result<HttpResponse, ApiError> {
         tracing::warn!(error = %e, "readiness check failed");
         ApiError::Unavailable
     })?;
-    Ok(ok(json!({ "status": "ok", "database": "ok" })))
+    // Redis is not the source of truth: without it the instance serves, limiting on its own.
+    let rate_limits = match state.rate_limiter.sharing() {
+        None => "per instance",
+        Some(true) => "shared",
+        Some(false) => "per instance (Redis does not answer)",
+    };
+    Ok(ok(
+        json!({ "status": "ok", "database": "ok", "rateLimits": rate_limits }),
+    ))
 }
