@@ -43,6 +43,22 @@ pub(crate) async fn lock_for_writing(_c: &mut Conn) -> QueryResult<()> {
     Ok(())
 }
 
+/// Takes a key-share lock on an endpoint's row before its deliveries are touched: one lock order,
+/// endpoint then deliveries, for everything that writes both. A deletion locks the endpoint
+/// and then (by cascade) its deliveries; an attempt's record used to lock a delivery and then
+/// its endpoint (to count a failure), and the two deadlocked. A key-share lock does not block
+/// other attempts, creations (their foreign keys take the same) or failure counts; it only waits
+/// for a deletion, and makes a deletion wait for it.
+pub(crate) async fn lock_endpoint(c: &mut Conn, webhook_id: &str) -> QueryResult<()> {
+    crate::schema::webhooks::table
+        .find(webhook_id)
+        .select(crate::schema::webhooks::id)
+        .for_key_share()
+        .load::<String>(c)
+        .await?;
+    Ok(())
+}
+
 /// Tells the other instances, at commit, what the transaction changed.
 pub(crate) async fn announce(
     c: &mut Conn,

@@ -442,3 +442,45 @@ async fn two_servers_on_postgresql_deliver_each_event_exactly_once() {
     }
     drop((a, b));
 }
+
+/// Deleting an endpoint while its deliveries are being attempted and their failures counted
+/// (PostgreSQL): the deletion answers 200, the endpoint is gone, and nothing deadlocked. (The
+/// deletion and an attempt's record take their locks in one order, endpoint then delivery; this
+/// load did not make the old order deadlock here, so it guards the behaviour, not the cause.)
+#[tokio::test]
+async fn deleting_an_endpoint_while_its_deliveries_run_never_deadlocks() {
+    let Some(db) = TestDatabase::postgres(concat!(
+        module_path!(),
+        "::deleting_an_endpoint_while_its_deliveries_run_never_deadlocks"
+    ))
+    .await
+    else {
+        return;
+    };
+    // Two attempts each, both refused: the second ends the delivery failed and counts a failure
+    // on the endpoint's row, which is what the deletion also locks.
+    let (server, api) = server(&db, "1ms").await;
+    let failing = Receiver::start(&[], Reply::Status(500));
+    for round in 0..4 {
+        let (hook, _) = api.create_webhook(&failing.url, &["link.created"]).await;
+        let batch = |part: usize| -> Vec<String> {
+            (0..100)
+                .map(|i| format!("https://example.com/dl/{round}/{part}/{i}"))
+                .collect()
+        };
+        let (first, second, third) = (batch(0), batch(1), batch(2));
+        tokio::join!(
+            api.create_links_bulk(&first),
+            api.create_links_bulk(&second),
+            api.create_links_bulk(&third),
+        );
+        failing.wait_for(20, ARRIVAL, |_| true).await;
+        let (status, body) =
+            Api::send(api.request(reqwest::Method::DELETE, &format!("/webhooks/{hook}"))).await;
+        assert_eq!(status, 200, "round {round}: {body}");
+        let (status, _) =
+            Api::send(api.request(reqwest::Method::GET, &format!("/webhooks/{hook}"))).await;
+        assert_eq!(status, 404, "round {round}: the endpoint is gone");
+    }
+    assert!(!server.stderr().contains("deadlock"), "{}", server.stderr());
+}

@@ -7,7 +7,7 @@ use shortlink_domain::{
     Timestamp, WebhookId, WebhookSecret, WebhookTarget,
 };
 
-use super::{Conn, lock_due};
+use super::{Conn, lock_due, lock_endpoint};
 use crate::StorageError;
 use crate::rows::DeliveryRow;
 use crate::schema::{webhook_attempts, webhook_deliveries, webhooks};
@@ -49,6 +49,7 @@ pub(crate) async fn claim_due(
 
 pub(crate) async fn record_attempt(c: &mut Conn, a: &AttemptRecord) -> Result<(), StorageError> {
     c.transaction(async |c| -> Result<(), StorageError> {
+        lock_endpoint(c, &a.webhook_id.to_string()).await?;
         let now = Timestamp::now().unix_millis();
         let (state, next_at) = match a.next {
             NextStep::Delivered => (DeliveryState::Delivered, None),
