@@ -95,6 +95,23 @@ impl ApiClient {
             .collect()
     }
 
+    /// PATCH `/api/v1/links/{code}` with `changes`.
+    pub async fn change(&mut self, code: &str, changes: &serde_json::Value) -> anyhow::Result<()> {
+        let path = format!("/api/v1/links/{code}");
+        let body = Bytes::from(serde_json::to_vec(changes)?);
+        let (status, body) = self
+            .conn
+            .send(Method::PATCH, &path, Some(&self.key), Some(body))
+            .await?;
+        if status != StatusCode::OK {
+            bail!(
+                "PATCH {path} answered {status}: {}",
+                String::from_utf8_lossy(&body)
+            );
+        }
+        Ok(())
+    }
+
     /// GET `/api/v1/links/{code}`: the link's click counter.
     pub async fn clicks(&mut self, code: &str) -> anyhow::Result<u64> {
         let path = format!("/api/v1/links/{code}");

@@ -104,7 +104,9 @@ pub async fn check_stored(
     let mut before = None;
     let max_pages = codes.len() / PAGE as usize + 2;
     for _ in 0..max_pages {
-        let page = store.list_links(workspace.id, PAGE, before).await?;
+        let page = store
+            .list_links(workspace.id, PAGE, before, &Default::default())
+            .await?;
         let Some(last) = page.last() else { break };
         before = Some(last.id);
         for link in page {

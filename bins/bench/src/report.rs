@@ -152,6 +152,8 @@ pub struct Ratios {
     /// shortlink on the hot link recording every click's analytics event (the default) ÷ with
     /// `--analytics off`.
     pub analytics_vs_without: f64,
+    /// shortlink on a hot link with expiry and targeting ÷ on a plain one.
+    pub options_vs_plain: f64,
 }
 
 /// One target of the performance issue.
@@ -214,8 +216,10 @@ impl Summary {
             [base, small, ..] => (base, small),
             _ => anyhow::bail!("the summary needs the baseline and a shortlink run"),
         };
-        let (hot_base, hot, metered, unrecorded) = match hot_link.as_slice() {
-            [base, hot, metered, unrecorded] => (base, hot, metered, unrecorded),
+        let (hot_base, hot, metered, unrecorded, optioned) = match hot_link.as_slice() {
+            [base, hot, metered, unrecorded, optioned] => {
+                (base, hot, metered, unrecorded, optioned)
+            }
             _ => anyhow::bail!("the summary needs the hot-link baseline and shortlink runs"),
         };
         let large = redirect.get(2);
@@ -230,6 +234,7 @@ impl Summary {
             hot_link_p99_vs_baseline: hot.p99_micros / hot_base.p99_micros,
             metrics_vs_without: metered.requests_per_second / hot.requests_per_second,
             analytics_vs_without: hot.requests_per_second / unrecorded.requests_per_second,
+            options_vs_plain: optioned.requests_per_second / hot.requests_per_second,
         };
         let mut targets = vec![
             Target {
@@ -267,6 +272,12 @@ impl Summary {
                 wanted: ">= 0.90".into(),
                 reached: format!("{:.2}", ratios.analytics_vs_without),
                 met: ratios.analytics_vs_without >= 0.90,
+            },
+            Target {
+                name: "hot link with expiry and targeting vs a plain one".into(),
+                wanted: ">= 0.95".into(),
+                reached: format!("{:.2}", ratios.options_vs_plain),
+                met: ratios.options_vs_plain >= 0.95,
             },
         ];
         if let (Some(large), Some(ratio)) = (large, ratios.large_vs_small_throughput) {

@@ -134,7 +134,17 @@ pub async fn run(options: &RunOptions) -> anyhow::Result<Summary> {
         .shortlink_redirect(1, Seeding::Api, Draw::HotLinkNoAnalytics)
         .await?;
     click_reports.push(unrecorded.clicks);
-    let hot_link = vec![hot_baseline, hot.figure, metered.figure, unrecorded.figure];
+    let optioned = bench
+        .shortlink_redirect(1, Seeding::Api, Draw::HotLinkWithOptions)
+        .await?;
+    click_reports.push(optioned.clicks);
+    let hot_link = vec![
+        hot_baseline,
+        hot.figure,
+        metered.figure,
+        unrecorded.figure,
+        optioned.figure,
+    ];
     let sqlite = sqlite_url(&bench.scratch.path("create.db"));
     let mut created = bench.creation("sqlite", &sqlite).await?;
     if let Some(admin_url) = &options.postgres_url {
@@ -202,6 +212,9 @@ enum Draw {
     HotLinkMetrics,
     /// [`Draw::HotLink`] with `--analytics off`: what recording every click's event costs.
     HotLinkNoAnalytics,
+    /// [`Draw::HotLink`] on a link with an expiry time and iOS and country destinations: what
+    /// following a link's rules costs.
+    HotLinkWithOptions,
 }
 
 /// What one shortlink redirect run produced.
@@ -221,9 +234,10 @@ impl Bench<'_> {
                 BASELINE_CODES,
                 self.options.cpus.as_ref(),
             ),
-            Draw::HotLink | Draw::HotLinkMetrics | Draw::HotLinkNoAnalytics => {
-                ("baseline, hot path (shared)", 1, None)
-            }
+            Draw::HotLink
+            | Draw::HotLinkMetrics
+            | Draw::HotLinkNoAnalytics
+            | Draw::HotLinkWithOptions => ("baseline, hot path (shared)", 1, None),
         };
         eprintln!("{label}: bare actix-web 302");
         let addr = servers::free_loopback_addr()?;
@@ -268,6 +282,7 @@ impl Bench<'_> {
             Draw::HotLink => ("shortlink, hot link (shared)".to_owned(), None),
             Draw::HotLinkMetrics => ("shortlink, hot link, metrics".to_owned(), None),
             Draw::HotLinkNoAnalytics => ("shortlink, hot link, analytics off".to_owned(), None),
+            Draw::HotLinkWithOptions => ("shortlink, hot link with options".to_owned(), None),
         };
         eprintln!("{label}: preparing the database");
         let url = sqlite_url(&self.scratch.path(&format!("links-{links}-{draw:?}.db")));
@@ -297,6 +312,9 @@ impl Bench<'_> {
                 codes
             }
         };
+        if draw == Draw::HotLinkWithOptions {
+            seed::add_options(addr, &key, &codes).await?;
+        }
         let seconds = seed_time.as_secs_f64();
         let seed = SeedFigure {
             links,

@@ -66,6 +66,22 @@ pub fn workspace_and_key(bin: &Path, database_url: &str) -> anyhow::Result<Strin
     Ok(key)
 }
 
+/// Gives each of `codes` an expiry time far ahead and iOS and country destinations: every
+/// redirect then follows the link's rules (and sends desktop clients, from no country, to the
+/// destination as before).
+pub async fn add_options(addr: SocketAddr, key: &str, codes: &[String]) -> anyhow::Result<()> {
+    let options = serde_json::json!({
+        "expiresAt": "2099-01-01T00:00:00Z",
+        "ios": "https://apps.apple.com/app/id1",
+        "geo": {"GB": "https://example.co.uk/"},
+    });
+    let mut api = ApiClient::open(addr, key).await?;
+    for code in codes {
+        api.change(code, &options).await?;
+    }
+    Ok(())
+}
+
 /// Creates `count` links through `POST /api/v1/links/bulk` (batches of 100, `connections` at a
 /// time) and returns their short codes.
 pub async fn through_api(
@@ -125,6 +141,7 @@ pub async fn through_store(
                     slug: None,
                     destination: Destination::parse(&destination(i), base)?,
                     created_at: Timestamp::now(),
+                    options: Default::default(),
                 })
             })
             .collect::<anyhow::Result<Vec<_>>>()?;

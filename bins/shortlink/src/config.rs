@@ -58,6 +58,9 @@ pub struct Config {
     pub analytics: bool,
     /// How long click events are kept; `None`: forever.
     pub analytics_retention: Option<Duration>,
+    /// What time it is for links' expiry: the system's clock (an embedding test sets its own;
+    /// not a command-line option).
+    pub clock: shortlink_service::Clock,
 }
 
 impl Config {
@@ -86,6 +89,7 @@ impl Config {
             redis_url: None,
             analytics: true,
             analytics_retention: Some(shortlink_service::ANALYTICS_RETENTION),
+            clock: shortlink_service::Clock::system(),
         }
     }
 }

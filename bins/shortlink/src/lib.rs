@@ -92,6 +92,7 @@ impl Application {
                 analytics: config.analytics,
                 geoip,
                 analytics_retention: config.analytics_retention,
+                clock: config.clock.clone(),
                 ..ServiceSettings::new(base_url.clone())
             },
         )?;

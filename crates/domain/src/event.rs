@@ -14,24 +14,37 @@ pub enum EventKind {
     LinkCreated,
     /// A redirect was counted as a click.
     LinkClicked,
+    /// A link was changed (PATCH).
+    LinkUpdated,
+    /// A link was deleted.
+    LinkDeleted,
 }
 
 impl EventKind {
     /// Every kind, in the order the docs list them.
-    pub const ALL: [EventKind; 2] = [EventKind::LinkCreated, EventKind::LinkClicked];
+    pub const ALL: [EventKind; 4] = [
+        EventKind::LinkCreated,
+        EventKind::LinkClicked,
+        EventKind::LinkUpdated,
+        EventKind::LinkDeleted,
+    ];
 
     /// The wire name, e.g. `link.created`.
     pub fn as_str(self) -> &'static str {
         match self {
             EventKind::LinkCreated => "link.created",
             EventKind::LinkClicked => "link.clicked",
+            EventKind::LinkUpdated => "link.updated",
+            EventKind::LinkDeleted => "link.deleted",
         }
     }
 }
 
 /// A string that names no event kind.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown event '{0}'; known events are link.created, link.clicked")]
+#[error(
+    "unknown event '{0}'; known events are link.created, link.clicked, link.updated, link.deleted"
+)]
 pub struct UnknownEventKind(pub String);
 
 impl FromStr for EventKind {
@@ -145,6 +158,10 @@ pub enum EventData {
         /// The click (boxed: it is most of the event's size).
         click: Box<ClickInfo>,
     },
+    /// `data` is the Link after the change.
+    LinkUpdated(LinkView),
+    /// `data` is the Link before its deletion.
+    LinkDeleted(LinkView),
 }
 
 /// One event, as written to the outbox and sent to receivers: `{"type", "timestamp", "data"}`,
@@ -171,7 +188,9 @@ impl Serialize for Event {
         map.serialize_entry("type", &self.kind())?;
         map.serialize_entry("timestamp", &self.timestamp)?;
         match &self.data {
-            EventData::LinkCreated(link) => map.serialize_entry("data", link)?,
+            EventData::LinkCreated(link)
+            | EventData::LinkUpdated(link)
+            | EventData::LinkDeleted(link) => map.serialize_entry("data", link)?,
             EventData::LinkClicked { link, click } => {
                 map.serialize_entry("data", &Clicked { link, click })?
             }
@@ -200,11 +219,29 @@ impl Event {
         }
     }
 
+    /// A `link.updated` event at `at`.
+    pub fn link_updated(link: LinkView, at: Timestamp) -> Self {
+        Self {
+            timestamp: at,
+            data: EventData::LinkUpdated(link),
+        }
+    }
+
+    /// A `link.deleted` event at `at`.
+    pub fn link_deleted(link: LinkView, at: Timestamp) -> Self {
+        Self {
+            timestamp: at,
+            data: EventData::LinkDeleted(link),
+        }
+    }
+
     /// Its kind.
     pub fn kind(&self) -> EventKind {
         match self.data {
             EventData::LinkCreated(_) => EventKind::LinkCreated,
             EventData::LinkClicked { .. } => EventKind::LinkClicked,
+            EventData::LinkUpdated(_) => EventKind::LinkUpdated,
+            EventData::LinkDeleted(_) => EventKind::LinkDeleted,
         }
     }
 
@@ -228,6 +265,7 @@ mod tests {
             destination: "https://example.com/".into(),
             clicks: 0,
             created_at: Timestamp::from_unix_millis(0),
+            options: crate::OptionsView::default(),
         }
     }
 
@@ -257,7 +295,8 @@ mod tests {
     #[test]
     fn kinds_parse_by_wire_name_only() {
         assert_eq!("link.clicked".parse(), Ok(EventKind::LinkClicked));
-        assert!("link.deleted".parse::<EventKind>().is_err());
+        assert_eq!("link.deleted".parse(), Ok(EventKind::LinkDeleted));
+        assert!("link.archived".parse::<EventKind>().is_err());
         assert!("LINK.CREATED".parse::<EventKind>().is_err());
     }
 }

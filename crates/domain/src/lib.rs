@@ -6,6 +6,7 @@ mod destination;
 mod event;
 mod ids;
 mod link;
+mod link_options;
 #[cfg(feature = "openapi")]
 mod openapi;
 mod ports;
@@ -19,7 +20,12 @@ pub use base_url::{BaseUrl, BaseUrlError};
 pub use destination::{Destination, DestinationError, MAX_DESTINATION_LEN};
 pub use event::{ClickInfo, Event, EventData, EventKind, UnknownEventKind, Visit};
 pub use ids::{ApiKeyId, IdError, LinkId, MessageId, WebhookId, WorkspaceId};
-pub use link::{Link, LinkRef, LinkView};
+pub use link::{Link, LinkRef, LinkView, OptionsView};
+pub use link_options::{
+    CountryCode, LinkOptions, LinkPatch, MAX_DESCRIPTION_LEN, MAX_MAX_CLICKS, MAX_PASSWORD_LEN,
+    MAX_TAG_LEN, MAX_TAGS, MAX_TITLE_LEN, MaxClicks, OptionError, Password, PasswordHash, Preview,
+    RedirectRules, RedirectType, Tag, Tags, TargetOs, parse_expires_at,
+};
 pub use ports::{AttemptRecord, ClaimedDelivery, DeliveryQueue, NextStep};
 pub use slug::{GENERATED_SLUG_LEN, MAX_SLUG_LEN, RESERVED_SLUGS, Slug, SlugError};
 pub use timestamp::Timestamp;

@@ -26,6 +26,13 @@ impl Timestamp {
         Self(dt.to_offset(UtcOffset::UTC))
     }
 
+    /// Parses an RFC 3339 date-time with any offset, truncated to whole milliseconds; `None`
+    /// when it is not one, or lies outside the years 1 to 9999.
+    pub fn parse_rfc3339(s: &str) -> Option<Self> {
+        let dt = OffsetDateTime::parse(s, &time::format_description::well_known::Rfc3339).ok()?;
+        Some(Self::from_unix_millis(unix_millis(dt)))
+    }
+
     /// Milliseconds since the Unix epoch: the storage representation.
     pub fn unix_millis(self) -> i64 {
         unix_millis(self.0)

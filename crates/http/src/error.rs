@@ -85,6 +85,9 @@ pub enum ApiError {
         /// Whole seconds until a request would be admitted.
         retry_after: u64,
     },
+    /// The link expired (by time or by clicks); only JSON clients get this, browsers a page.
+    #[error("this link has expired")]
+    LinkExpired,
     /// The database is unreachable.
     #[error("the service is temporarily unavailable; retry shortly")]
     Unavailable,
@@ -133,6 +136,7 @@ impl ApiError {
                 "HEADERS_TOO_LARGE",
             ),
             ApiError::RateLimited { .. } => (StatusCode::TOO_MANY_REQUESTS, "RATE_LIMIT_EXCEEDED"),
+            ApiError::LinkExpired => (StatusCode::GONE, "LINK_EXPIRED"),
             ApiError::Unavailable => (StatusCode::SERVICE_UNAVAILABLE, "SERVICE_UNAVAILABLE"),
             ApiError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "INTERNAL_ERROR"),
         }
@@ -246,7 +250,8 @@ impl From<ServiceError> for ApiError {
             | ServiceError::Stopped
             | ServiceError::AlreadyRunning
             | ServiceError::Webhooks(_)
-            | ServiceError::ClicksNotWritten => ApiError::Internal(e.to_string()),
+            | ServiceError::ClicksNotWritten
+            | ServiceError::Internal(_) => ApiError::Internal(e.to_string()),
         }
     }
 }

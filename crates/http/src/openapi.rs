@@ -33,7 +33,7 @@ use crate::state::AppState;
         analytics::analytics, analytics::export,
         webhooks::create, webhooks::list, webhooks::get, webhooks::delete, webhooks::deliveries,
     ),
-    components(schemas(ErrorEnvelope, LinkCreatedEvent, LinkClickedEvent, analytics::Bucket, analytics::Group)),
+    components(schemas(ErrorEnvelope, LinkCreatedEvent, LinkClickedEvent, LinkUpdatedEvent, LinkDeletedEvent, analytics::Bucket, analytics::Group)),
     modifiers(&Conventions),
     tags(
         (name = "links", description = "Create, list, change and delete short links."),
@@ -54,6 +54,32 @@ pub struct LinkCreatedEvent {
     /// When the link was created.
     timestamp: Timestamp,
     /// The link.
+    data: LinkView,
+}
+
+/// `link.updated`, as POSTed to webhook endpoints.
+#[derive(Serialize, ToSchema)]
+pub struct LinkUpdatedEvent {
+    /// `link.updated`.
+    #[serde(rename = "type")]
+    #[schema(value_type = String, pattern = "^link\\.updated$")]
+    kind: &'static str,
+    /// When the link was changed.
+    timestamp: Timestamp,
+    /// The link after the change.
+    data: LinkView,
+}
+
+/// `link.deleted`, as POSTed to webhook endpoints.
+#[derive(Serialize, ToSchema)]
+pub struct LinkDeletedEvent {
+    /// `link.deleted`.
+    #[serde(rename = "type")]
+    #[schema(value_type = String, pattern = "^link\\.deleted$")]
+    kind: &'static str,
+    /// When the link was deleted.
+    timestamp: Timestamp,
+    /// The link as it was.
     data: LinkView,
 }
 
@@ -233,13 +259,35 @@ fn own_domain_pattern(base: &BaseUrl) -> String {
 /// `docs/openapi.json` is the document of the default configuration.
 pub fn document(base: &BaseUrl) -> Value {
     let mut doc = serde_json::to_value(ApiDoc::openapi()).unwrap_or_default();
+    let url_rules = json!([
+        { "not": { "pattern": own_domain_pattern(base) } },
+        // Normalising adds the `/` of an empty path, so a destination of the full length
+        // without one is one character too long once stored.
+        { "not": { "pattern": "^[^:]+://[^/]*$", "minLength": MAX_DESTINATION_LEN } },
+    ]);
+    // The rules of the option fields that utoipa's attributes cannot state (domain's
+    // `link_options.rs` has them): no control characters, tags without surrounding spaces,
+    // two-letter countries, the four redirect statuses, URLs as destinations are.
+    const NO_CONTROL: &str = "^[^\\u0000-\\u001F\\u007F-\\u009F]*$";
+    const NO_CONTROL_BUT_LINES: &str =
+        "^[^\\u0000-\\u0009\\u000B\\u000C\\u000E-\\u001F\\u007F-\\u009F]*$";
+    const TAG: &str = "^[^\\s\\u0000-\\u001F\\u007F-\\u009F](?:[^\\u0000-\\u001F\\u007F-\\u009F]*[^\\s\\u0000-\\u001F\\u007F-\\u009F])?$";
     for schema in ["CreateLinkRequest", "UpdateLinkRequest"] {
-        doc["components"]["schemas"][schema]["properties"]["destination"]["allOf"] = json!([
-            { "not": { "pattern": own_domain_pattern(base) } },
-            // Normalising adds the `/` of an empty path, so a destination of the full length
-            // without one is one character too long once stored.
-            { "not": { "pattern": "^[^:]+://[^/]*$", "minLength": MAX_DESTINATION_LEN } },
-        ]);
+        let props = &mut doc["components"]["schemas"][schema]["properties"];
+        for url in ["destination", "expiredUrl", "ios", "android", "image"] {
+            props[url]["allOf"] = url_rules.clone();
+            props[url]["maxLength"] = json!(MAX_DESTINATION_LEN);
+        }
+        props["geo"]["propertyNames"] = json!({ "pattern": "^[A-Za-z]{2}$" });
+        props["geo"]["additionalProperties"] = json!({
+            "type": "string", "format": "uri", "maxLength": MAX_DESTINATION_LEN,
+            "allOf": url_rules,
+        });
+        props["redirectType"]["enum"] = json!([301, 302, 307, 308, null]);
+        props["tags"]["items"] =
+            json!({ "type": "string", "minLength": 1, "maxLength": 50, "pattern": TAG });
+        props["title"]["pattern"] = json!(NO_CONTROL);
+        props["description"]["pattern"] = json!(NO_CONTROL_BUT_LINES);
     }
     let event = |kind: EventKind, schema: &str| {
         json!({ "post": {
@@ -260,6 +308,8 @@ pub fn document(base: &BaseUrl) -> Value {
     doc["webhooks"] = json!({
         "link.created": event(EventKind::LinkCreated, "LinkCreatedEvent"),
         "link.clicked": event(EventKind::LinkClicked, "LinkClickedEvent"),
+        "link.updated": event(EventKind::LinkUpdated, "LinkUpdatedEvent"),
+        "link.deleted": event(EventKind::LinkDeleted, "LinkDeletedEvent"),
     });
     doc
 }
@@ -388,11 +438,20 @@ mod tests {
             destination: "https://example.com/".into(),
             clicks: 0,
             created_at: Timestamp::now(),
+            options: Default::default(),
         };
         let click = ClickInfo::bare(Timestamp::now());
         let doc = document();
         for (event, schema) in [
             (Event::link_created(view.clone()), "LinkCreatedEvent"),
+            (
+                Event::link_updated(view.clone(), Timestamp::now()),
+                "LinkUpdatedEvent",
+            ),
+            (
+                Event::link_deleted(view.clone(), Timestamp::now()),
+                "LinkDeletedEvent",
+            ),
             (Event::link_clicked(view, click), "LinkClickedEvent"),
         ] {
             let body: Value = serde_json::from_str(&event.to_json()).unwrap();

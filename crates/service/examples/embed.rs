@@ -54,6 +54,7 @@ async fn count_clicks(url: &str) -> Result<i64, Box<dyn Error>> {
         slug: Some(Slug::parse("hello")?),
         destination: Destination::parse("https://example.com/welcome", &base)?,
         created_at: Timestamp::now(),
+        options: Default::default(),
     };
     let outcomes = service.create_links(vec![link]).await?;
     let Some(CreateOutcome::Created(created)) = outcomes.into_iter().next() else {

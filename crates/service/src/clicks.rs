@@ -32,6 +32,7 @@ use shortlink_storage::{
 use shortlink_webhooks::WakeHandle;
 use tokio::sync::Notify;
 
+use crate::click_limits::ClickLimits;
 use crate::enrich::Enricher;
 
 /// How often recorded clicks are written; the API shows a click within this much (plus the
@@ -121,6 +122,11 @@ pub(crate) struct ClickCounter {
     listening: RwLock<Option<HashSet<WorkspaceId>>>,
     /// Told the clicks written and the time taken by every flush that wrote some (metrics).
     flush_observer: std::sync::OnceLock<FlushObserver>,
+    /// Capped links' clicks (`maxClicks`).
+    limits: ClickLimits,
+    /// Held by the flush in progress: flushes take turns, so a capped link's count is read
+    /// between two of them.
+    turn: tokio::sync::Mutex<()>,
 }
 
 /// See [`ClickCounter::observe_flushes`].
@@ -128,16 +134,63 @@ pub type FlushObserver = Arc<dyn Fn(u64, Duration) + Send + Sync>;
 
 impl ClickCounter {
     /// A counter; with `analytics`, every click is written as an event, enriched by `enricher`.
-    pub fn new(analytics: bool, enricher: Enricher) -> Self {
+    pub fn new(analytics: bool, enricher: Arc<Enricher>) -> Self {
         Self {
             shards: Default::default(),
             recorded: AtomicUsize::new(0),
             analytics,
-            enricher: Arc::new(enricher),
+            enricher,
             flush_soon: Notify::new(),
             listening: RwLock::new(None),
             flush_observer: std::sync::OnceLock::new(),
+            limits: ClickLimits::default(),
+            turn: tokio::sync::Mutex::new(()),
         }
+    }
+
+    /// Takes one of the clicks `link` has left under its `maxClicks` of `max` (to be recorded
+    /// next): false when none is left. The first time, flushes and reads the link's count.
+    pub async fn take_capped(
+        &self,
+        store: &Store,
+        base: &BaseUrl,
+        webhooks: &WakeHandle,
+        link: &RedirectTarget,
+        max: i64,
+    ) -> Result<bool, StorageError> {
+        let read = || self.count_now(store, base, webhooks, link.counter);
+        self.limits.take(link.counter, max, read).await
+    }
+
+    /// Whether `link` has had its `max` clicks (nothing taken).
+    pub async fn capped_out(
+        &self,
+        store: &Store,
+        base: &BaseUrl,
+        webhooks: &WakeHandle,
+        link: &RedirectTarget,
+        max: i64,
+    ) -> Result<bool, StorageError> {
+        let read = || self.count_now(store, base, webhooks, link.counter);
+        self.limits.reached(link.counter, max, read).await
+    }
+
+    /// Every click of `key` so far: what is pending is written first, in this flush's turn.
+    async fn count_now(
+        &self,
+        store: &Store,
+        base: &BaseUrl,
+        webhooks: &WakeHandle,
+        key: CounterKey,
+    ) -> Result<i64, StorageError> {
+        let _turn = self.turn.lock().await;
+        self.flush_in_turn(store, base, webhooks).await?;
+        Ok(store
+            .clicks_of(&[key])
+            .await?
+            .get(&key)
+            .copied()
+            .unwrap_or(0))
     }
 
     /// Records one click on `link`. `details` runs when the click keeps them (see the module).
@@ -246,12 +299,32 @@ impl ClickCounter {
         base: &BaseUrl,
         webhooks: &WakeHandle,
     ) -> Result<(), StorageError> {
+        let _turn = self.turn.lock().await;
+        self.flush_in_turn(store, base, webhooks).await
+    }
+
+    /// [`ClickCounter::flush`], in the turn the caller holds.
+    async fn flush_in_turn(
+        &self,
+        store: &Store,
+        base: &BaseUrl,
+        webhooks: &WakeHandle,
+    ) -> Result<(), StorageError> {
         let started = std::time::Instant::now();
+        // Other instances count clicks on capped links too (PostgreSQL): what this one wrote is
+        // told apart from theirs after every flush (see `click_limits.rs`).
+        let shared_limits =
+            self.limits.is_tracking() && store.kind() == shortlink_storage::DatabaseKind::Postgres;
         let pending = self.take();
         if !pending.is_empty() {
+            let counts: Option<Vec<(CounterKey, u64)>> =
+                shared_limits.then(|| pending.iter().map(|p| (p.counter, p.count)).collect());
             let written = self.write(store, base, pending).await;
             let pending = match written {
                 Ok(clicks) => {
+                    if let Some(counts) = counts {
+                        self.limits.written(counts);
+                    }
                     webhooks.wake();
                     if let Some(observe) = self.flush_observer.get() {
                         observe(clicks, started.elapsed());
@@ -265,12 +338,25 @@ impl ClickCounter {
                 return Err(e);
             }
         }
+        if shared_limits {
+            self.refresh_limits(store).await;
+        }
         // Written: a fold that fails must not fail the flush (its clicks would be put back and
         // written twice); the journal keeps them, and the next flush tries again.
         if let Err(e) = store.fold_clicks_when_due().await {
             tracing::warn!(error = %e, "could not fold the click journal; will retry");
         }
         Ok(())
+    }
+
+    /// Reads the capped links' counts again, right after a flush (every flush, written or not):
+    /// other instances' clicks arrive. On failure the last counts stand.
+    async fn refresh_limits(&self, store: &Store) {
+        let keys = self.limits.keys();
+        match store.clicks_of(&keys).await {
+            Ok(stored) => self.limits.refreshed(&keys, &stored),
+            Err(e) => tracing::warn!(error = %e, "could not read the counts of capped links"),
+        }
     }
 
     /// Enriches and writes `pending` in one transaction; the clicks written, or `pending` back
@@ -411,11 +497,12 @@ mod tests {
             counter: CounterKey(key),
             workspace_id: WorkspaceId::generate(),
             destination: Destination::from_trusted("https://example.com/".into()),
+            rules: None,
         }
     }
 
     fn counter(analytics: bool) -> ClickCounter {
-        ClickCounter::new(analytics, Enricher::new(None))
+        ClickCounter::new(analytics, Arc::new(Enricher::new(None)))
     }
 
     fn count(links: &[PendingClicks], id: CounterKey) -> Option<u64> {

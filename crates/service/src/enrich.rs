@@ -2,10 +2,11 @@
 //! it ([`ClickInfo`] and a visitor hash): GeoIP, User-Agent families, referrer host, daily
 //! visitor hash. Runs in the flusher, off the request path.
 
+use std::net::IpAddr;
 use std::sync::{Arc, OnceLock};
 
 use shortlink_analytics::{GeoIp, UserAgents, VisitorKey, referrer};
-use shortlink_domain::{ClickInfo, Visit};
+use shortlink_domain::{ClickInfo, TargetOs, Visit};
 use shortlink_storage::{ClickEvent, StorageError, Store};
 
 /// What enriching needs: the GeoIP database (optional), the User-Agent parser and its cache,
@@ -32,6 +33,20 @@ impl Enricher {
             let _ = self.key.set(VisitorKey::new(secret.into_bytes()));
         }
         Ok(())
+    }
+
+    /// The system of the visitor with `agent`, where a link can send it elsewhere.
+    pub fn target_os(&self, agent: Option<&str>) -> Option<TargetOs> {
+        match self.agents.parse(agent).os? {
+            "iOS" => Some(TargetOs::Ios),
+            "Android" => Some(TargetOs::Android),
+            _ => None,
+        }
+    }
+
+    /// The country of `address`, when there is a GeoIP database and it knows.
+    pub fn country(&self, address: IpAddr) -> Option<String> {
+        self.geoip.as_ref()?.locate(address).country
     }
 
     /// The events of one visit. [`Enricher::ready`] must have succeeded.

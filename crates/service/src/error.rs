@@ -27,6 +27,9 @@ pub enum ServiceError {
     /// unavailable for the whole drain timeout); they are lost.
     #[error("some clicks could not be written before stopping")]
     ClicksNotWritten,
+    /// Work handed to the blocking pool failed (a bug).
+    #[error("{0}")]
+    Internal(String),
 }
 
 impl ServiceError {

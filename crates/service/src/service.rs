@@ -5,19 +5,20 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use shortlink_analytics::GeoIp;
-use shortlink_domain::{BaseUrl, Destination, Link, LinkRef, Slug, Timestamp, Visit, WorkspaceId};
+use shortlink_domain::{BaseUrl, Link, LinkPatch, LinkRef, Slug, Timestamp, Visit, WorkspaceId};
 use shortlink_storage::{
-    CreateOutcome, LinkCompletion, NewLink, RedirectTarget, StorageError, Store,
+    CreateOutcome, LinkCompletion, LinkUpdate, NewLink, RedirectTarget, StorageError, Store,
 };
 use shortlink_webhooks::{AttemptObserver, DeliveryWorker, WakeHandle, WorkerConfig};
 use tokio::sync::watch;
 
-use crate::ServiceError;
 use crate::cache::{Cached, LinkCache};
 use crate::clicks::{ClickCounter, FlushObserver};
 use crate::create::LinkCreator;
 use crate::enrich::Enricher;
 use crate::outage::Outage;
+use crate::passwords::WrongAttempts;
+use crate::{Clock, ServiceError};
 
 /// How long a stop keeps retrying to write the last clicks by default.
 pub const CLICK_DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
@@ -43,6 +44,8 @@ pub struct ServiceSettings {
     /// How long events are kept (`--analytics-retention-days`, 400 days by default); `None`
     /// keeps them all.
     pub analytics_retention: Option<Duration>,
+    /// What time it is for links' expiry (the system's clock; tests move their own).
+    pub clock: Clock,
 }
 
 impl ServiceSettings {
@@ -56,6 +59,7 @@ impl ServiceSettings {
             analytics: true,
             geoip: None,
             analytics_retention: Some(ANALYTICS_RETENTION),
+            clock: Clock::system(),
         }
     }
 }
@@ -83,6 +87,10 @@ struct Inner {
     /// Told when keys changed on any instance (see `propagation.rs`).
     key_observer: std::sync::OnceLock<crate::KeyObserver>,
     clicks: ClickCounter,
+    /// GeoIP and User-Agent families, for clicks' events and links' targeting.
+    enricher: Arc<Enricher>,
+    /// Wrong password attempts, per link and per address.
+    wrong_attempts: WrongAttempts,
     creator: LinkCreator,
     /// Woken after events were written to the outbox, so delivery starts at once.
     wake: WakeHandle,
@@ -107,14 +115,14 @@ impl Service {
         let worker = DeliveryWorker::new(store.clone(), settings.webhooks.clone())?
             .with_wake_handle(wake.clone());
         let creator = LinkCreator::spawn(store.clone(), settings.base_url.clone(), wake.clone());
+        let enricher = Arc::new(Enricher::new(settings.geoip.clone()));
         Ok(Self {
             inner: Arc::new(Inner {
                 store,
                 cache: LinkCache::new(settings.redirect_cache_ttl),
-                clicks: ClickCounter::new(
-                    settings.analytics,
-                    Enricher::new(settings.geoip.clone()),
-                ),
+                clicks: ClickCounter::new(settings.analytics, enricher.clone()),
+                enricher,
+                wrong_attempts: WrongAttempts::default(),
                 settings,
                 outage: Outage::default(),
                 key_observer: std::sync::OnceLock::new(),
@@ -267,19 +275,22 @@ impl Service {
         Ok(outcomes)
     }
 
-    /// Points one of the workspace's links elsewhere; `None` when it is not the workspace's.
-    /// Redirects follow at once.
-    pub async fn update_destination(
+    /// Changes one of the workspace's links as `patch` says; `None` when it is not the
+    /// workspace's. Redirects follow at once, and a code given up answers not found at once.
+    pub async fn update_link(
         &self,
         workspace: WorkspaceId,
         link: &LinkRef,
-        destination: &Destination,
-    ) -> Result<Option<Link>, ServiceError> {
+        patch: &LinkPatch,
+    ) -> Result<Option<LinkUpdate>, ServiceError> {
         let store = &self.inner.store;
         let changed = store
-            .update_destination(workspace, link, self.domain(), destination)
+            .update_link(workspace, link, self.domain(), patch, self.base_url())
             .await?;
-        self.forget(changed.as_ref());
+        if let Some(LinkUpdate::Changed { before, after, .. }) = &changed {
+            self.forget(Some(before));
+            self.forget(Some(after));
+        }
         Ok(changed)
     }
 
@@ -293,7 +304,7 @@ impl Service {
         let deleted = self
             .inner
             .store
-            .delete_link(workspace, link, self.domain())
+            .delete_link(workspace, link, self.domain(), self.base_url())
             .await?;
         self.forget(deleted.as_ref());
         Ok(deleted)
@@ -303,6 +314,29 @@ impl Service {
     /// server can drop the keys it cached; the first observer set stays.
     pub fn observe_key_changes(&self, observer: crate::KeyObserver) {
         let _ = self.inner.key_observer.set(observer);
+    }
+
+    /// The time the service's rules go by.
+    pub fn now(&self) -> Timestamp {
+        self.inner.settings.clock.now()
+    }
+
+    pub(crate) fn click_counter(&self) -> &ClickCounter {
+        &self.inner.clicks
+    }
+
+    /// What writing clicks needs besides them.
+    pub(crate) fn click_context(&self) -> (&Store, &BaseUrl, &WakeHandle) {
+        let inner = &self.inner;
+        (&inner.store, &inner.settings.base_url, &inner.wake)
+    }
+
+    pub(crate) fn enricher(&self) -> &Enricher {
+        &self.inner.enricher
+    }
+
+    pub(crate) fn wrong_attempts(&self) -> &WrongAttempts {
+        &self.inner.wrong_attempts
     }
 
     fn forget(&self, link: Option<&Link>) {

@@ -11,6 +11,7 @@ mod rows;
 mod schema;
 mod sqlite;
 mod store;
+mod stored_options;
 #[cfg(feature = "testing")]
 pub mod testing;
 
@@ -22,8 +23,8 @@ pub use idempotency::{
 pub use model::{
     AuthenticatedKey, Change, ClickBatch, ClickEvent, CounterKey, CreateOutcome,
     DEFAULT_REDIRECT_INDEX_MIB, DatabaseKind, Dimension, EventFilter, ExportedEvent,
-    FOLD_INTERVAL as CLICK_FOLD_INTERVAL, LinkClicks, NewLink, PoolOptions, PoolUsage,
-    RedirectTarget, ServerOptions, StoreOptions, Tally,
+    FOLD_INTERVAL as CLICK_FOLD_INTERVAL, LinkClicks, LinkFilter, LinkUpdate, NewLink, PoolOptions,
+    PoolUsage, RedirectTarget, ServerOptions, StoreOptions, Tally,
 };
 pub use pg::changes::ChangeListener;
 pub use store::{ANSWER_WITHIN, Store};

@@ -3,8 +3,11 @@
 
 use std::time::Duration;
 
+use std::sync::Arc;
+
 use shortlink_domain::{
-    ApiKeyId, ClickInfo, Destination, Link, LinkId, Slug, Timestamp, Workspace, WorkspaceId,
+    ApiKeyId, ClickInfo, Destination, Link, LinkId, LinkOptions, RedirectRules, Slug, Tag,
+    Timestamp, Workspace, WorkspaceId,
 };
 
 /// How long journaled clicks wait for a fold by default (a server's `--click-fold-seconds`).
@@ -117,10 +120,16 @@ pub struct NewLink {
     pub destination: Destination,
     /// When it was created.
     pub created_at: Timestamp,
+    /// Its options (a password already hashed).
+    pub options: LinkOptions,
 }
 
 /// What became of one link to create.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[expect(
+    clippy::large_enum_variant,
+    reason = "outcomes live as long as one creation request, at most a bulk's worth"
+)]
 pub enum CreateOutcome {
     /// Stored.
     Created(Link),
@@ -164,6 +173,49 @@ pub struct RedirectTarget {
     pub workspace_id: WorkspaceId,
     /// Where to send the client.
     pub destination: Destination,
+    /// Expiry, password, targeting, …; `None` for a plain link, whose redirect needs nothing
+    /// more (shared: a cache and the redirect index hand out clones).
+    pub rules: Option<Arc<RedirectRules>>,
+}
+
+impl RedirectTarget {
+    /// What the redirect needs of `link`, whose counter is `counter`.
+    pub fn of(link: &Link, counter: CounterKey) -> Self {
+        let rules = &link.options.rules;
+        Self {
+            counter,
+            workspace_id: link.workspace_id,
+            destination: link.destination.clone(),
+            rules: (!rules.is_plain()).then(|| Arc::new(rules.clone())),
+        }
+    }
+}
+
+/// What became of a change of a link.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LinkUpdate {
+    /// Changed.
+    Changed {
+        /// As it was.
+        before: Box<Link>,
+        /// As it is now.
+        after: Box<Link>,
+        /// Its click counter.
+        counter: CounterKey,
+    },
+    /// The new short code is taken on the link's domain.
+    SlugConflict,
+}
+
+/// Which of a workspace's links a listing shows.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LinkFilter {
+    /// Only links with this tag.
+    pub tag: Option<Tag>,
+    /// Only links whose code or destination contains this text (case-insensitively).
+    pub search: Option<String>,
+    /// Archived links too (left out otherwise).
+    pub archived: bool,
 }
 
 /// The clicks one link received.

@@ -6,15 +6,16 @@
 
 use diesel::prelude::*;
 use shortlink_domain::{
-    ApiKey, ApiKeyId, Delivery, DeliveryState, Destination, EventKind, Link, LinkId, MessageId,
-    RateLimit, Slug, Timestamp, Webhook, WebhookId, WebhookSecret, WebhookTarget, Workspace,
-    WorkspaceId,
+    ApiKey, ApiKeyId, Delivery, DeliveryState, Destination, EventKind, Link, LinkId, LinkOptions,
+    MessageId, RateLimit, Slug, Timestamp, Webhook, WebhookId, WebhookSecret, WebhookTarget,
+    Workspace, WorkspaceId,
 };
 
 use crate::StorageError;
 use crate::hooks::Hooks;
 use crate::model::{CounterKey, RedirectTarget};
 use crate::schema::{api_keys, link_clicks, links, webhook_deliveries, webhooks, workspaces};
+use crate::stored_options::{rules_column, rules_from_column, tags_column, tags_from_column};
 
 /// What a lookup by a unique key found, as a domain record: `None` when no row matched, an error
 /// when the query failed or the row does not convert.
@@ -108,6 +109,9 @@ pub(crate) struct LinkRow {
     #[diesel(select_expression = link_clicks::clicks)]
     pub clicks: i64,
     pub created_at: i64,
+    pub rules: Option<String>,
+    pub tags: Option<String>,
+    pub archived: bool,
 }
 
 /// Links with their counters: every link has exactly one counter row (see the migration
@@ -118,14 +122,6 @@ pub(crate) fn with_clicks() -> _ {
 }
 
 impl LinkRow {
-    /// What other instances' caches must forget when this link changes.
-    pub(crate) fn change(&self) -> crate::model::Change {
-        crate::model::Change::Link {
-            domain: self.domain.clone(),
-            code: self.short_code.clone(),
-        }
-    }
-
     /// The link, its clicks including those the backend counts in memory and has not yet
     /// written to its counter.
     pub fn into_domain(self, hooks: &impl Hooks) -> Result<Link, StorageError> {
@@ -137,6 +133,13 @@ impl LinkRow {
             destination: Destination::from_trusted(self.destination),
             clicks: self.clicks + hooks.unfolded_clicks(self.seq),
             created_at: ts(self.created_at),
+            options: LinkOptions {
+                rules: rules_from_column(self.rules.as_deref())?
+                    .map(|rules| (*rules).clone())
+                    .unwrap_or_default(),
+                tags: tags_from_column(self.tags.as_deref())?,
+                archived: self.archived,
+            },
         })
     }
 }
@@ -148,6 +151,7 @@ pub(crate) struct RedirectRow {
     pub seq: i64,
     pub workspace_id: String,
     pub destination: String,
+    pub rules: Option<String>,
 }
 
 impl RedirectRow {
@@ -156,6 +160,7 @@ impl RedirectRow {
             counter: CounterKey(self.seq),
             workspace_id: parsed(WorkspaceId::parse(&self.workspace_id), "workspace id")?,
             destination: Destination::from_trusted(self.destination),
+            rules: rules_from_column(self.rules.as_deref())?,
         })
     }
 }
@@ -208,6 +213,9 @@ pub(crate) struct NewLinkRow {
     pub destination: String,
     pub created_at: i64,
     pub updated_at: i64,
+    pub rules: Option<String>,
+    pub tags: Option<String>,
+    pub archived: bool,
 }
 
 impl NewLinkRow {
@@ -220,6 +228,9 @@ impl NewLinkRow {
             destination: l.destination.to_string(),
             created_at: l.created_at.unix_millis(),
             updated_at: l.created_at.unix_millis(),
+            rules: rules_column(&l.options.rules),
+            tags: tags_column(&l.options.tags),
+            archived: l.options.archived,
         }
     }
 }

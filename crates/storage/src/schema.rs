@@ -31,6 +31,19 @@ diesel::table! {
         destination -> Text,
         created_at -> BigInt,
         updated_at -> BigInt,
+        /// The redirect rules as JSON (`stored_options.rs`); NULL for a plain link.
+        rules -> Nullable<Text>,
+        /// The tags as a JSON array; NULL for none.
+        tags -> Nullable<Text>,
+        archived -> Bool,
+    }
+}
+
+diesel::table! {
+    /// Each tag of each link: what `GET /links?tag=` searches.
+    link_tags (link_seq, tag) {
+        link_seq -> BigInt,
+        tag -> Text,
     }
 }
 
@@ -103,6 +116,7 @@ diesel::table! {
 diesel::joinable!(api_keys -> workspaces (workspace_id));
 diesel::joinable!(links -> workspaces (workspace_id));
 diesel::joinable!(link_clicks -> links (link_seq));
+diesel::joinable!(link_tags -> links (link_seq));
 diesel::joinable!(webhooks -> workspaces (workspace_id));
 diesel::joinable!(webhook_deliveries -> webhooks (webhook_id));
 
@@ -111,6 +125,7 @@ diesel::allow_tables_to_appear_in_same_query!(
     api_keys,
     links,
     link_clicks,
+    link_tags,
     link_codes,
     link_codes_folded,
     webhooks,

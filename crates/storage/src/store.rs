@@ -2,7 +2,7 @@
 
 use shortlink_domain::{
     ApiKey, ApiKeyHash, ApiKeyId, AttemptRecord, BaseUrl, ClaimedDelivery, Delivery, DeliveryQueue,
-    Destination, EventKind, Link, LinkId, LinkRef, MessageId, Timestamp, Webhook, WebhookId,
+    EventKind, Link, LinkId, LinkPatch, LinkRef, MessageId, Timestamp, Webhook, WebhookId,
     Workspace, WorkspaceId,
 };
 
@@ -13,7 +13,8 @@ use std::time::Duration;
 use crate::idempotency::{ClaimOutcome, IdempotencyClaim, PlacedCompletion, StoredResponse};
 use crate::model::{
     AuthenticatedKey, ClickBatch, CounterKey, CreateOutcome, DatabaseKind, Dimension, EventFilter,
-    ExportedEvent, NewLink, PoolOptions, PoolUsage, RedirectTarget, StoreOptions, Tally,
+    ExportedEvent, LinkFilter, LinkUpdate, NewLink, PoolOptions, PoolUsage, RedirectTarget,
+    StoreOptions, Tally,
 };
 use crate::pg::Postgres;
 use crate::pg::changes::ChangeListener;
@@ -512,34 +513,38 @@ impl Store {
         workspace: WorkspaceId,
         limit: i64,
         before: Option<LinkId>,
+        filter: &LinkFilter,
     ) -> Result<Vec<Link>, StorageError> {
-        self.detached(
-            |s| async move { dispatch!(s, read, list_links(workspace, limit, before), hooks) },
-        )
+        let filter = filter.clone();
+        self.detached(|s| async move {
+            dispatch!(
+                s,
+                read,
+                list_links(workspace, limit, before, &filter),
+                hooks
+            )
+        })
         .await
     }
 
-    /// Points a link elsewhere; `None` when it is not the workspace's.
-    pub async fn update_destination(
+    /// Changes a link as `patch` says, and writes its `link.updated` event (short URLs under
+    /// `base`); `None` when it is not the workspace's.
+    pub async fn update_link(
         &self,
         workspace: WorkspaceId,
         link: &LinkRef,
         domain: &str,
-        destination: &Destination,
-    ) -> Result<Option<Link>, StorageError> {
-        let now = Timestamp::now().unix_millis();
-        let (link, domain, destination) = (link.clone(), domain.to_owned(), destination.clone());
+        patch: &LinkPatch,
+        base: &BaseUrl,
+    ) -> Result<Option<LinkUpdate>, StorageError> {
+        let now = Timestamp::now();
+        let (link, domain) = (link.clone(), domain.to_owned());
+        let (patch, base) = (patch.clone(), base.clone());
         self.detached(|s| async move {
             dispatch!(
                 s,
                 write,
-                update_destination(
-                    workspace,
-                    &link,
-                    &domain,
-                    &destination,
-                    now
-                ),
+                update_link(workspace, &link, &domain, &patch, &base, now),
                 hooks,
                 then: changed
             )
@@ -547,24 +552,42 @@ impl Store {
         .await
     }
 
-    /// Deletes a link and returns it; `None` when it is not the workspace's.
+    /// Deletes a link and returns it, writing its `link.deleted` event (short URLs under
+    /// `base`); `None` when it is not the workspace's.
     pub async fn delete_link(
         &self,
         workspace: WorkspaceId,
         link: &LinkRef,
         domain: &str,
+        base: &BaseUrl,
     ) -> Result<Option<Link>, StorageError> {
-        let (link, domain) = (link.clone(), domain.to_owned());
+        let (link, domain, base) = (link.clone(), domain.to_owned(), base.clone());
         self.detached(|s| async move {
             dispatch!(
                 s,
                 write,
-                delete_link(workspace, &link, &domain),
+                delete_link(workspace, &link, &domain, &base),
                 hooks,
                 then: deleted
             )
         })
         .await
+    }
+
+    /// The clicks counted so far on each of `keys` (their links' `clicks`); links that are gone
+    /// are left out.
+    pub async fn clicks_of(
+        &self,
+        keys: &[CounterKey],
+    ) -> Result<std::collections::HashMap<CounterKey, i64>, StorageError> {
+        let keys: Vec<i64> = keys.iter().map(|k| k.0).collect();
+        let counts = self
+            .detached(|s| async move { dispatch!(s, read, clicks_of(&keys), hooks) })
+            .await?;
+        Ok(counts
+            .into_iter()
+            .map(|(k, n)| (CounterKey(k), n))
+            .collect())
     }
 
     /// Adds a batch of clicks to the counters, with their `link.clicked` events, atomically.

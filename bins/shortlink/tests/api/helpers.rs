@@ -2,14 +2,17 @@
 //! and an HTTP client that does not follow redirects; plus assertions on the envelopes.
 
 use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Duration, Instant};
 
 use actix_web::dev::ServerHandle;
 use reqwest::header::HeaderMap;
 use reqwest::{Client, Method, RequestBuilder, Response};
 use serde_json::Value;
-use shortlink_domain::{ApiKeyId, DEFAULT_RATE_LIMIT, LinkRef, Workspace};
+use shortlink_domain::{ApiKeyId, DEFAULT_RATE_LIMIT, LinkRef, Timestamp, Workspace};
 use shortlink_server::{Application, Config, admin};
+use shortlink_service::Clock;
 use shortlink_storage::testing::TestDatabase;
 use shortlink_storage::{PoolOptions, Store};
 use tokio::task::JoinHandle;
@@ -84,6 +87,9 @@ pub struct TestApp {
     pub key: String,
     /// A storage handle on the server's database, for what the API does not offer.
     pub store: Store,
+    /// How far the server's clock is ahead of the system's, in milliseconds
+    /// ([`TestApp::advance_clock`]).
+    clock_ahead: Arc<AtomicI64>,
     handle: ServerHandle,
     server: Option<JoinHandle<Result<(), String>>>,
     /// Dropped (and deleted) after everything above.
@@ -113,7 +119,14 @@ impl TestApp {
     /// A server that reaches `db` at `url` (through a proxy, say), set up as `setup` says; the
     /// harness itself reaches `db` directly.
     pub async fn spawn_reaching(db: TestDatabase, url: &str, setup: Setup) -> Self {
+        let clock_ahead = Arc::new(AtomicI64::new(0));
+        let ahead = clock_ahead.clone();
         let config = Config {
+            clock: Clock::from_fn(move || {
+                Timestamp::from_unix_millis(
+                    Timestamp::now().unix_millis() + ahead.load(Ordering::Relaxed),
+                )
+            }),
             listen: "127.0.0.1:0".into(),
             first_run_banner: false,
             webhook_allow_private_targets: setup.allow_private_targets,
@@ -164,6 +177,7 @@ impl TestApp {
             key: tenant.key.clone(),
             tenant,
             store,
+            clock_ahead,
             handle,
             server: Some(server),
             db,
@@ -173,6 +187,12 @@ impl TestApp {
             assert_ok(app.get("/links").await).await;
         }
         app
+    }
+
+    /// Moves the server's clock (what links' expiry goes by) on by `by`.
+    pub fn advance_clock(&self, by: Duration) {
+        let ms = i64::try_from(by.as_millis()).expect("a short time");
+        self.clock_ahead.fetch_add(ms, Ordering::Relaxed);
     }
 
     /// Another workspace on the same server, with a key.

@@ -282,3 +282,33 @@ async fn with_redis_a_workspace_rate_holds_across_instances_and_survives_redis_g
     .await;
     assert!(resumed.is_some(), "sharing resumed once Redis was back");
 }
+
+#[tokio::test]
+async fn max_clicks_counts_every_instance_clicks() {
+    let Some((first, second)) = two_servers(concat!(module_path!(), "::max_clicks")).await else {
+        return;
+    };
+    first
+        .create_link(
+            &json!({"destination": "https://a.example/", "customSlug": "four", "maxClicks": 4}),
+        )
+        .await;
+    for _ in 0..2 {
+        assert_eq!(first.visit("four").await.status(), 302);
+    }
+    // Written by the first server's flush, and so counted by the second when it reads the count.
+    assert_eq!(first.wait_for_clicks("four", 2).await, 2);
+    for _ in 0..2 {
+        assert_eq!(second.visit("four").await.status(), 302);
+    }
+    assert_eq!(second.visit("four").await.status(), 410);
+    // The first learns the second's clicks with its next flush: HEAD asks without taking one.
+    let caught_up = poll(Duration::from_secs(2), async || {
+        let res = send(first.client.head(first.url("/four"))).await;
+        (res.status().as_u16() == 410).then_some(())
+    })
+    .await;
+    assert!(caught_up.is_some(), "the first server sees the link spent");
+    assert_eq!(first.visit("four").await.status(), 410);
+    assert_eq!(first.wait_for_clicks("four", 4).await, 4);
+}

@@ -10,6 +10,7 @@ mod health;
 mod helpers;
 mod idempotency;
 mod instances;
+mod link_options;
 mod links;
 mod qr;
 mod rate_limit;

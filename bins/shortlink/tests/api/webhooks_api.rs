@@ -66,7 +66,7 @@ async fn bad_registrations_are_400() {
     let res = app
         .post_json(
             "/webhooks",
-            &json!({ "targetUrl": target, "events": ["link.deleted"] }),
+            &json!({ "targetUrl": target, "events": ["link.archived"] }),
         )
         .await;
     let error = assert_invalid(res, &["events"]).await;

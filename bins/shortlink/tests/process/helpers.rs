@@ -61,7 +61,7 @@ pub async fn stored_clicks(store: &Store, id: &str) -> i64 {
         .expect("read the workspace")
         .expect("the first-run workspace");
     let links = store
-        .list_links(ws.id, 100, None)
+        .list_links(ws.id, 100, None, &Default::default())
         .await
         .expect("read the links");
     links

@@ -124,6 +124,49 @@ async fn link_created_arrives_signed_with_the_link_as_the_api_returns_it() {
 }
 
 #[tokio::test]
+async fn link_updated_and_link_deleted_arrive_signed_with_the_link_after_and_before() {
+    let db = TestDatabase::sqlite();
+    let (_server, api) = server(&db, "1s,1s").await;
+    let receiver = Receiver::healthy();
+    let (_, secret) = api
+        .create_webhook(&receiver.url, &["link.updated", "link.deleted"])
+        .await;
+
+    let link = api.create_link("https://example.com/before").await;
+    let path = format!("/links/{}", link["id"].as_str().expect("an id"));
+    let change = json!({"destination": "https://example.com/after", "tags": ["spring"]});
+    let (status, changed) = Api::send(api.request(Method::PATCH, &path).json(&change)).await;
+    assert_eq!(status, 200, "{changed}");
+    let (status, deleted) = Api::send(api.request(Method::DELETE, &path)).await;
+    assert_eq!(status, 200, "{deleted}");
+
+    let updated = receiver.wait_for(1, ARRIVAL, of_type("link.updated")).await;
+    assert_standard_webhook(&updated[0], &secret);
+    let body = updated[0].json();
+    assert_timestamp(&body["timestamp"]);
+    assert_eq!(
+        body["data"], changed["data"],
+        "data is the link after the change"
+    );
+    assert_eq!(body["data"]["tags"], json!(["spring"]));
+
+    let gone = receiver.wait_for(1, ARRIVAL, of_type("link.deleted")).await;
+    assert_standard_webhook(&gone[0], &secret);
+    assert_eq!(
+        gone[0].json()["data"],
+        deleted["data"],
+        "data is the link before"
+    );
+    assert!(
+        receiver
+            .received()
+            .iter()
+            .all(|r| r.event_type() != "link.created"),
+        "not subscribed to link.created"
+    );
+}
+
+#[tokio::test]
 async fn link_clicked_arrives_with_the_link_and_the_click_and_bots_send_none() {
     let db = TestDatabase::sqlite();
     let (_server, api) = server(&db, "1s,1s").await;

@@ -5,38 +5,26 @@ use std::sync::Arc;
 use actix_web::web::{Data, Path};
 use actix_web::{HttpRequest, HttpResponse, web};
 use serde::{Deserialize, Serialize};
-use shortlink_domain::{BaseUrl, Destination, LinkId, LinkRef, LinkView, Slug, Timestamp};
-use shortlink_storage::{CreateOutcome, LinkCompletion, NewLink, RenderCreation};
+use shortlink_domain::{
+    BaseUrl, LinkId, LinkOptions, LinkRef, LinkView, Password, PasswordHash, Slug, Tag, Timestamp,
+};
+use shortlink_storage::{
+    CreateOutcome, LinkCompletion, LinkFilter, LinkUpdate, NewLink, RenderCreation,
+};
 use utoipa::{IntoParams, ToSchema};
 use validator::Validate;
 
 use crate::auth::Authenticated;
 use crate::envelope::{Envelope, ok};
-use crate::error::{ApiError, ErrorBody, ErrorEnvelope, FieldError};
+use crate::error::{ApiError, ErrorBody, ErrorEnvelope};
 use crate::extract::{JsonBody, QueryParams, parse_value};
 use crate::idempotency::{self, Begin};
+pub use crate::routes::link_fields::{CreateLinkRequest, UpdateLinkRequest};
+use crate::routes::link_fields::{validate_creation, validate_update};
 use crate::state::AppState;
 
 /// Most links in one bulk request.
 pub const MAX_BULK: usize = 100;
-
-/// The body of POST `/links` and of each bulk item.
-#[derive(Debug, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct CreateLinkRequest {
-    /// Absolute http(s) URL, at most 8192 characters, without credentials or whitespace.
-    #[schema(
-        format = "uri",
-        max_length = 8192,
-        example = "https://example.com/page?a=1"
-    )]
-    pub destination: String,
-    /// Optional slug: 1 to 64 of `[A-Za-z0-9_-]`, case-sensitive, not reserved. Generated
-    /// (7 base62 characters) when absent.
-    #[serde(default)]
-    #[schema(pattern = "^[A-Za-z0-9_-]{1,64}$", example = "spring-sale")]
-    pub custom_slug: Option<String>,
-}
 
 /// The body of POST `/links/bulk`: 1 to [`MAX_BULK`] creation requests. Documentation only: the
 /// handler reads the items one by one so each can fail on its own.
@@ -65,15 +53,6 @@ impl utoipa::PartialSchema for BulkRequest {
 
 impl ToSchema for BulkRequest {}
 
-/// The body of PATCH `/links/{idOrShortCode}`.
-#[derive(Debug, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct UpdateLinkRequest {
-    /// The new destination.
-    #[schema(format = "uri", max_length = 8192, example = "https://example.com/new")]
-    pub destination: String,
-}
-
 /// The query of GET `/links`.
 #[derive(Debug, Deserialize, Validate, IntoParams)]
 #[serde(deny_unknown_fields)]
@@ -86,6 +65,15 @@ pub struct ListQuery {
     /// `nextCursor` of the previous page.
     #[param(pattern = "^link_[0-9A-HJKMNP-TV-Z]{26}$")]
     pub cursor: Option<String>,
+    /// Only links with this tag.
+    #[param(min_length = 1, max_length = 50)]
+    pub tag: Option<String>,
+    /// Only links whose short code or destination contains this text (case-insensitive).
+    #[validate(length(min = 1, max = 200, message = "search must be 1 to 200 characters"))]
+    #[param(min_length = 1, max_length = 200)]
+    pub search: Option<String>,
+    /// Archived links too (`true`); left out by default.
+    pub archived: Option<bool>,
 }
 
 /// One page of links.
@@ -130,40 +118,39 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     );
 }
 
-/// Validates a creation request into a [`NewLink`], reporting every bad field at once.
-fn validate(
+/// Validates a creation request into a [`NewLink`], reporting every bad field at once; hashes
+/// its password, if any.
+async fn validate(
     state: &AppState,
     auth: &Authenticated,
     req: CreateLinkRequest,
 ) -> Result<NewLink, ApiError> {
-    let destination = Destination::parse(&req.destination, state.base())
-        .map_err(|e| FieldError::new("destination", e));
-    let slug = req
-        .custom_slug
-        .as_deref()
-        .map(Slug::parse)
-        .transpose()
-        .map_err(|e| FieldError::new("customSlug", e));
-    match (destination, slug) {
-        (Ok(destination), Ok(slug)) => Ok(NewLink {
-            id: LinkId::generate(),
-            workspace_id: auth.workspace.id,
-            domain: state.domain().to_owned(),
-            slug,
-            destination,
-            created_at: Timestamp::now(),
-        }),
-        (destination, slug) => {
-            let details: Vec<FieldError> = [destination.err(), slug.err()]
-                .into_iter()
-                .flatten()
-                .collect();
-            Err(ApiError::Validation {
-                message: details[0].message.clone(),
-                details,
-            })
-        }
-    }
+    let (destination, slug, valid) = validate_creation(state.base(), req)?;
+    let mut patch = valid.patch;
+    patch.password = hashed(state, valid.password).await?;
+    let mut options = LinkOptions::default();
+    patch.apply_options(&mut options);
+    Ok(NewLink {
+        id: LinkId::generate(),
+        workspace_id: auth.workspace.id,
+        domain: state.domain().to_owned(),
+        slug,
+        destination,
+        created_at: Timestamp::now(),
+        options,
+    })
+}
+
+/// A password to store, hashed; `Some(None)` removes it.
+async fn hashed(
+    state: &AppState,
+    password: Option<Option<Password>>,
+) -> Result<Option<Option<PasswordHash>>, ApiError> {
+    Ok(match password {
+        Some(Some(password)) => Some(Some(state.service.hash_password(password).await?)),
+        Some(None) => Some(None),
+        None => None,
+    })
 }
 
 /// What a client learns of one stored link.
@@ -227,7 +214,7 @@ async fn create(
     body: JsonBody<CreateLinkRequest>,
 ) -> Result<HttpResponse, ApiError> {
     let fingerprint = body.fingerprint().map(str::to_owned);
-    let link = validate(&state, &auth, body.into_inner()?)?;
+    let link = validate(&state, &auth, body.into_inner()?).await?;
     let (base, slug) = (
         state.base().clone(),
         link.slug.as_ref().map(Slug::to_string),
@@ -279,17 +266,18 @@ async fn bulk(
     // Each item is parsed and validated on its own; only valid ones reach the database, and their
     // outcomes come back in the same order. Per item: its error, or its custom slug.
     let mut valid = Vec::new();
-    let checked: Vec<Result<Option<String>, ErrorBody>> = items
-        .into_iter()
-        .map(|item| {
-            let link = parse_value(item)
-                .and_then(|req| validate(&state, &auth, req))
-                .map_err(|e| e.body())?;
+    let mut checked: Vec<Result<Option<String>, ErrorBody>> = Vec::with_capacity(items.len());
+    for item in items {
+        let link = match parse_value(item) {
+            Ok(req) => validate(&state, &auth, req).await,
+            Err(e) => Err(e),
+        };
+        checked.push(link.map_err(|e| e.body()).map(|link| {
             let slug = link.slug.as_ref().map(Slug::to_string);
             valid.push(link);
-            Ok(slug)
-        })
-        .collect();
+            slug
+        }));
+    }
     let base = state.base().clone();
     let answer: RenderCreation = Arc::new(move |outcomes| {
         let mut stored = outcomes.iter();
@@ -342,9 +330,17 @@ async fn list(
                 .map_err(|_| ApiError::field("cursor", "cursor is not one this service issued"))
         })
         .transpose()?;
+    let tag = (query.tag.as_deref())
+        .map(|tag| Tag::parse(tag).map_err(|e| ApiError::field("tag", e)))
+        .transpose()?;
+    let filter = LinkFilter {
+        tag,
+        search: query.search,
+        archived: query.archived.unwrap_or(false),
+    };
     let mut links = state
         .store
-        .list_links(auth.workspace.id, limit + 1, before)
+        .list_links(auth.workspace.id, limit + 1, before, &filter)
         .await?;
     let more = links.len() as i64 > limit;
     links.truncate(limit as usize);
@@ -373,22 +369,29 @@ async fn get(
 }
 
 #[utoipa::path(patch, path = "/api/v1/links/{link}", tag = "links", params(("link" = String, Path, description = "A link id (`link_…`) or its short code.")), request_body = UpdateLinkRequest,
-    responses((status = 200, description = "The changed link; the redirect follows at once.", body = Envelope<LinkView>)))]
+    responses(
+        (status = 200, description = "The changed link; the redirect follows at once.", body = Envelope<LinkView>),
+        (status = 409, description = "`SLUG_CONFLICT`: the new customSlug is taken.", body = ErrorEnvelope),
+    ))]
 async fn update(
     state: Data<AppState>,
     auth: Authenticated,
     path: Path<String>,
     body: JsonBody<UpdateLinkRequest>,
 ) -> Result<HttpResponse, ApiError> {
-    let body = body.into_inner()?;
-    let destination = Destination::parse(&body.destination, state.base())
-        .map_err(|e| ApiError::field("destination", e))?;
-    let link = state
+    let valid = validate_update(state.base(), body.into_inner()?)?;
+    let mut patch = valid.patch;
+    patch.password = hashed(&state, valid.password).await?;
+    let slug = patch.slug.as_ref().map(Slug::to_string);
+    let changed = state
         .service
-        .update_destination(auth.workspace.id, &LinkRef::parse(&path), &destination)
+        .update_link(auth.workspace.id, &LinkRef::parse(&path), &patch)
         .await?
         .ok_or(ApiError::NotFound("link"))?;
-    Ok(ok(link.view(state.base())))
+    match changed {
+        LinkUpdate::Changed { after, .. } => Ok(ok(after.view(state.base()))),
+        LinkUpdate::SlugConflict => Err(ApiError::SlugConflict(slug.unwrap_or_default())),
+    }
 }
 
 #[utoipa::path(delete, path = "/api/v1/links/{link}", tag = "links", params(("link" = String, Path, description = "A link id (`link_…`) or its short code.")),

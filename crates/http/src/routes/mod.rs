@@ -3,6 +3,8 @@
 pub mod analytics;
 pub mod dashboard;
 pub mod health;
+pub mod link_fields;
+mod link_pages;
 pub mod links;
 pub mod qr;
 pub mod redirect;

@@ -11,7 +11,7 @@ use std::borrow::Cow;
 use std::sync::LazyLock;
 
 use actix_web::http::{Method, header};
-use actix_web::web::Data;
+use actix_web::web::{Data, Payload};
 use actix_web::{HttpRequest, HttpResponse};
 use shortlink_domain::{Timestamp, Visit};
 
@@ -42,15 +42,32 @@ pub fn not_found_page() -> HttpResponse {
 }
 
 /// Every path outside the service's own routes: `/{code}` redirects on GET and HEAD (HEAD answers
-/// the same without counting) and is 405 for other methods; any other path is the 404 page.
-pub async fn redirect(state: Data<AppState>, req: HttpRequest) -> Result<HttpResponse, ApiError> {
+/// the same without counting), takes a password-protected link's form on POST, and is 405 for
+/// other methods; any other path is the 404 page. A link with rules (expiry, password, …) is
+/// answered by `link_pages.rs`; a plain one right here.
+pub async fn redirect(
+    state: Data<AppState>,
+    req: HttpRequest,
+    payload: Payload,
+) -> Result<HttpResponse, ApiError> {
     let Some(code) = single_segment(req.path()) else {
         return Ok(not_found_page());
     };
-    if req.method() != Method::GET && req.method() != Method::HEAD {
+    let method = req.method();
+    let post = method == Method::POST;
+    if method != Method::GET && method != Method::HEAD && !post {
         return Err(ApiError::MethodNotAllowed { allow: "GET, HEAD" });
     }
-    let Some(target) = state.service.resolve(&code).await? else {
+    let target = state.service.resolve(&code).await?;
+    if let Some(target) = &target
+        && let Some(rules) = &target.rules
+    {
+        return super::link_pages::follow_rules(&state, &req, payload, target, rules).await;
+    }
+    if post {
+        return Err(ApiError::MethodNotAllowed { allow: "GET, HEAD" });
+    }
+    let Some(target) = target else {
         return Ok(not_found_page());
     };
     if req.method() == Method::GET && !is_bot(&req) {
@@ -80,7 +97,8 @@ fn single_segment(path: &str) -> Option<Cow<'_, str>> {
     Some(percent_encoding::percent_decode_str(segment).decode_utf8_lossy())
 }
 
-fn is_bot(req: &HttpRequest) -> bool {
+/// Whether the request comes from a known bot or link-preview crawler.
+pub(super) fn is_bot(req: &HttpRequest) -> bool {
     let Some(agent) = req
         .headers()
         .get(header::USER_AGENT)
@@ -98,7 +116,8 @@ fn is_bot(req: &HttpRequest) -> bool {
     verdict
 }
 
-fn header_text(req: &HttpRequest, name: header::HeaderName) -> Option<String> {
+/// A header's text, bounded.
+pub(super) fn header_text(req: &HttpRequest, name: header::HeaderName) -> Option<String> {
     let value = req.headers().get(name)?.to_str().ok()?;
     // Bounded: these end up in webhook payloads.
     Some(value.chars().take(1024).collect())

@@ -8,12 +8,12 @@
 mod outage;
 
 use shortlink_domain::{
-    BaseUrl, Destination, LinkId, LinkRef, RateLimit, Slug, Timestamp, Visit, Workspace,
+    BaseUrl, Destination, LinkId, LinkPatch, LinkRef, RateLimit, Slug, Timestamp, Visit, Workspace,
     WorkspaceId,
 };
 use shortlink_service::{Service, ServiceError, ServiceSettings};
 use shortlink_storage::testing::TestDatabase;
-use shortlink_storage::{CreateOutcome, NewLink, ServerOptions, Store, StoreOptions};
+use shortlink_storage::{CreateOutcome, LinkUpdate, NewLink, ServerOptions, Store, StoreOptions};
 
 fn base() -> BaseUrl {
     BaseUrl::parse("https://sho.rt").unwrap()
@@ -63,6 +63,7 @@ fn new_link(workspace: &Workspace, slug: &str, destination: &str) -> NewLink {
         slug: Some(Slug::parse(slug).unwrap()),
         destination: Destination::parse(destination, &base()).unwrap(),
         created_at: Timestamp::now(),
+        options: Default::default(),
     }
 }
 
@@ -100,8 +101,15 @@ async fn resolve_follows_every_change_the_service_makes() {
 
         let code = LinkRef::Code("spring".into());
         let moved = Destination::parse("https://example.com/moved", &base()).unwrap();
-        let changed = service.update_destination(acme.id, &code, &moved).await;
-        assert_eq!(changed.unwrap().unwrap().destination, moved);
+        let patch = LinkPatch {
+            destination: Some(moved.clone()),
+            ..LinkPatch::default()
+        };
+        let changed = service.update_link(acme.id, &code, &patch).await;
+        match changed.unwrap().unwrap() {
+            LinkUpdate::Changed { after, .. } => assert_eq!(after.destination, moved),
+            other => panic!("expected a change, got {other:?}"),
+        }
         let found = destination(&service, "spring").await;
         assert_eq!(found.as_deref(), Some("https://example.com/moved"));
 

@@ -16,7 +16,9 @@ const SLACK: Duration = Duration::from_secs(1);
 /// A plain use of the database fails as unavailable within its bound rather than hanging.
 async fn fails_within_its_bound(store: &Store, workspace: &shortlink_domain::Workspace) {
     let started = Instant::now();
-    let listed = store.list_links(workspace.id, 10, None).await;
+    let listed = store
+        .list_links(workspace.id, 10, None, &Default::default())
+        .await;
     assert!(
         matches!(listed, Err(ref e) if e.is_unavailable()),
         "{listed:?}"
@@ -113,7 +115,10 @@ async fn a_refused_or_reset_database_is_unavailable_not_an_error() {
     proxy.set(Fault::None);
     let mut listed = Err(());
     for _ in 0..100 {
-        listed = store.list_links(acme.id, 10, None).await.map_err(|_| ());
+        listed = store
+            .list_links(acme.id, 10, None, &Default::default())
+            .await
+            .map_err(|_| ());
         if listed.is_ok() {
             break;
         }

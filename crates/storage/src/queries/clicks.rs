@@ -92,3 +92,24 @@ pub(crate) async fn record_clicks(
     }
     Ok(())
 }
+
+/// The clicks counted so far on each of `keys` (those still journaled included); a key whose
+/// link is gone is left out.
+pub(crate) async fn clicks_of(
+    c: &mut Conn,
+    keys: &[i64],
+    hooks: &impl Hooks,
+) -> Result<HashMap<i64, i64>, StorageError> {
+    use crate::schema::link_clicks;
+
+    let _gate = crate::hooks::reading(hooks).await;
+    let rows: Vec<(i64, i64)> = link_clicks::table
+        .filter(link_clicks::link_seq.eq_any(keys))
+        .select((link_clicks::link_seq, link_clicks::clicks))
+        .load(c)
+        .await?;
+    Ok(rows
+        .into_iter()
+        .map(|(key, clicks)| (key, clicks + hooks.unfolded_clicks(key)))
+        .collect())
+}

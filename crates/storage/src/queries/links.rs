@@ -8,7 +8,7 @@ use diesel::prelude::*;
 use diesel::sql_types::Bool;
 use diesel_async::{AsyncConnection, RunQueryDsl};
 use shortlink_domain::{
-    BaseUrl, Destination, Event, EventKind, Link, LinkId, LinkRef, Slug, WorkspaceId,
+    BaseUrl, Event, EventKind, Link, LinkId, LinkPatch, LinkRef, Slug, Timestamp, WorkspaceId,
 };
 
 use super::complete_idempotency_key;
@@ -18,9 +18,10 @@ use super::{
 use crate::StorageError;
 use crate::hooks::{Hooks, Lookup, reading};
 use crate::idempotency::PlacedCompletion;
-use crate::model::{Change, CounterKey, CreateOutcome, NewLink};
+use crate::model::{Change, CounterKey, CreateOutcome, LinkFilter, LinkUpdate, NewLink};
 use crate::rows::{LinkRow, NewLinkRow, RedirectRow, with_clicks};
-use crate::schema::{link_codes, link_codes_folded, links};
+use crate::schema::{link_codes, link_codes_folded, link_tags, links};
+use crate::stored_options::{rules_column, tags_column};
 
 /// Generated slugs collide with probability ~n/62^7; after this many fresh draws for one link
 /// something else is wrong.
@@ -61,6 +62,7 @@ pub(crate) async fn create_links(
                 destination: link.destination,
                 clicks: 0,
                 created_at: link.created_at,
+                options: link.options,
             };
             pending.push((i, link, custom));
         }
@@ -98,6 +100,13 @@ pub(crate) async fn create_links(
             return Err(StorageError::Corrupt("no free generated short code"));
         }
         outbox::write(c, &subs, &created).await?;
+        let mut tags = Vec::new();
+        for (outcome, counter) in outcomes.iter().flatten() {
+            if let (CreateOutcome::Created(link), Some(counter)) = (outcome, counter) {
+                tags.extend(tag_rows(*counter, link));
+            }
+        }
+        write_tags(c, tags).await?;
         // Another instance may have cached a new code as unknown.
         let codes: Vec<Change> = outcomes
             .iter()
@@ -280,12 +289,30 @@ pub(crate) fn by_code<'a>(
         .into_boxed()
 }
 
-/// Newest first; `before` is the id of the last link of the previous page.
+diesel::define_sql_function!(fn lower(x: diesel::sql_types::Text) -> diesel::sql_types::Text);
+
+/// `%text%` for LIKE, matching `text` literally (`\` escapes the wildcards), lower-cased.
+fn contains_pattern(text: &str) -> String {
+    let mut pattern = String::with_capacity(text.len() + 2);
+    pattern.push('%');
+    for c in text.to_lowercase().chars() {
+        if matches!(c, '%' | '_' | '\\') {
+            pattern.push('\\');
+        }
+        pattern.push(c);
+    }
+    pattern.push('%');
+    pattern
+}
+
+/// Newest first; `before` is the id of the last link of the previous page. Archived links only
+/// when the filter asks for them.
 pub(crate) async fn list_links(
     c: &mut Conn,
     workspace: WorkspaceId,
     limit: i64,
     before: Option<LinkId>,
+    filter: &LinkFilter,
     hooks: &impl Hooks,
 ) -> Result<Vec<Link>, StorageError> {
     let _gate = reading(hooks).await;
@@ -298,6 +325,24 @@ pub(crate) async fn list_links(
     if let Some(before) = before {
         query = query.filter(links::id.lt(before.to_string()));
     }
+    if !filter.archived {
+        query = query.filter(links::archived.eq(false));
+    }
+    if let Some(tag) = &filter.tag {
+        let tagged = link_tags::table
+            .filter(link_tags::tag.eq(tag.as_str().to_owned()))
+            .select(link_tags::link_seq);
+        query = query.filter(links::seq.eq_any(tagged));
+    }
+    if let Some(search) = &filter.search {
+        let pattern = contains_pattern(search);
+        query = query.filter(
+            lower(links::short_code)
+                .like(pattern.clone())
+                .escape('\\')
+                .or(lower(links::destination).like(pattern).escape('\\')),
+        );
+    }
     query
         .load(c)
         .await?
@@ -306,36 +351,136 @@ pub(crate) async fn list_links(
         .collect()
 }
 
-pub(crate) async fn update_destination(
+/// Changes a link as `patch` says, with its `link.updated` event; `None` when it is not the
+/// workspace's. A new short code must be free on the link's domain; the old one is free at once.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "one change, its context and the backend's hooks"
+)]
+pub(crate) async fn update_link(
     c: &mut Conn,
     workspace: WorkspaceId,
     link: &LinkRef,
     domain: &str,
-    destination: &Destination,
-    now: i64,
+    patch: &LinkPatch,
+    base: &BaseUrl,
+    now: Timestamp,
     hooks: &impl Hooks,
-) -> Result<Option<Link>, StorageError> {
-    c.transaction(async |c| -> Result<Option<Link>, StorageError> {
-        lock_for_writing(c).await?;
-        let Some(mut row) = find(c, workspace, link, domain, hooks).await? else {
-            return Ok(None);
-        };
-        let updated = diesel::update(links::table.find(row.seq))
-            .set((
-                links::destination.eq(destination.as_str()),
-                links::updated_at.eq(now),
-            ))
+) -> Result<Option<LinkUpdate>, StorageError> {
+    let changed = c
+        .transaction(async |c| -> Result<Option<LinkUpdate>, StorageError> {
+            lock_for_writing(c).await?;
+            let Some(row) = find(c, workspace, link, domain, hooks).await? else {
+                return Ok(None);
+            };
+            let seq = row.seq;
+            let before = row.into_domain(hooks)?;
+            let mut after = before.clone();
+            patch.apply(&mut after);
+            let changed = |before, after| {
+                Ok(Some(LinkUpdate::Changed {
+                    before: Box::new(before),
+                    after: Box::new(after),
+                    counter: CounterKey(seq),
+                }))
+            };
+            if after == before {
+                // Nothing to write, and no event: the link is as it was.
+                return changed(before, after);
+            }
+            let new_code = (after.short_code != before.short_code).then_some(&after.short_code);
+            if let Some(code) = new_code {
+                let code = code.as_str();
+                let recent = recent_seq(c, &after.domain, code, hooks).await?;
+                let taken = by_code(&after.domain, code, recent)
+                    .get_result::<RedirectRow>(c)
+                    .await
+                    .optional()?;
+                if taken.is_some() {
+                    return Ok(Some(LinkUpdate::SlugConflict));
+                }
+            }
+            let options = &after.options;
+            let updated = diesel::update(links::table.find(seq))
+                .set((
+                    links::destination.eq(after.destination.as_str()),
+                    links::rules.eq(rules_column(&options.rules)),
+                    links::tags.eq(tags_column(&options.tags)),
+                    links::archived.eq(options.archived),
+                    links::updated_at.eq(now.unix_millis()),
+                ))
+                .execute(c)
+                .await?;
+            // Zero when a concurrent deletion came first (PostgreSQL): the link is gone.
+            if updated == 0 {
+                return Ok(None);
+            }
+            if let Some(code) = new_code {
+                diesel::update(links::table.find(seq))
+                    .set(links::short_code.eq(code.as_str()))
+                    .execute(c)
+                    .await
+                    .map_err(slug_taken)?;
+            }
+            if options.tags != before.options.tags {
+                diesel::delete(link_tags::table.filter(link_tags::link_seq.eq(seq)))
+                    .execute(c)
+                    .await?;
+                write_tags(c, tag_rows(CounterKey(seq), &after).collect()).await?;
+            }
+            let subs = outbox::subscriptions(c, [workspace]).await?;
+            if subs.wants(workspace, EventKind::LinkUpdated) {
+                let event = Event::link_updated(after.view(base), now);
+                outbox::write(c, &subs, &[(workspace, event)]).await?;
+            }
+            let mut changes = vec![link_change(&before)];
+            if new_code.is_some() {
+                changes.push(link_change(&after));
+            }
+            announce(c, &changes).await?;
+            changed(before, after)
+        })
+        .await;
+    match changed {
+        Err(StorageError::AlreadyExists("short code")) => Ok(Some(LinkUpdate::SlugConflict)),
+        other => other,
+    }
+}
+
+/// A unique violation while giving a link a new code: another link took it concurrently
+/// (PostgreSQL's constraint; SQLite's writer is single and the check above is exact).
+fn slug_taken(e: diesel::result::Error) -> StorageError {
+    match e {
+        diesel::result::Error::DatabaseError(
+            diesel::result::DatabaseErrorKind::UniqueViolation,
+            _,
+        ) => StorageError::AlreadyExists("short code"),
+        e => e.into(),
+    }
+}
+
+fn link_change(link: &Link) -> Change {
+    Change::Link {
+        domain: link.domain.clone(),
+        code: link.short_code.to_string(),
+    }
+}
+
+/// The `link_tags` rows of a link.
+fn tag_rows(counter: CounterKey, link: &Link) -> impl Iterator<Item = (i64, String)> + '_ {
+    (link.options.tags.iter()).map(move |tag| (counter.0, tag.as_str().to_owned()))
+}
+
+/// Indexes the tags of links just written, for `GET /links?tag=`: a statement per row (at most
+/// ten a link), as SQLite's batch insert is not available here.
+async fn write_tags(c: &mut Conn, rows: Vec<(i64, String)>) -> Result<(), StorageError> {
+    for (seq, tag) in rows {
+        diesel::insert_into(link_tags::table)
+            .values((link_tags::link_seq.eq(seq), link_tags::tag.eq(tag)))
             .execute(c)
             .await?;
-        // Zero when a concurrent deletion came first (PostgreSQL): the link is gone.
-        if updated == 0 {
-            return Ok(None);
-        }
-        announce(c, &[row.change()]).await?;
-        row.destination = destination.to_string();
-        row.into_domain(hooks).map(Some)
-    })
-    .await
+    }
+    Ok(())
 }
 
 /// Deletes the link; its counter goes with it (`ON DELETE CASCADE`), and its entry in the code
@@ -345,6 +490,7 @@ pub(crate) async fn delete_link(
     workspace: WorkspaceId,
     link: &LinkRef,
     domain: &str,
+    base: &BaseUrl,
     hooks: &impl Hooks,
 ) -> Result<Option<Link>, StorageError> {
     c.transaction(async |c| -> Result<Option<Link>, StorageError> {
@@ -359,8 +505,14 @@ pub(crate) async fn delete_link(
         if deleted == 0 {
             return Ok(None);
         }
-        announce(c, &[row.change()]).await?;
-        row.into_domain(hooks).map(Some)
+        let link = row.into_domain(hooks)?;
+        announce(c, &[link_change(&link)]).await?;
+        let subs = outbox::subscriptions(c, [workspace]).await?;
+        if subs.wants(workspace, EventKind::LinkDeleted) {
+            let event = Event::link_deleted(link.view(base), Timestamp::now());
+            outbox::write(c, &subs, &[(workspace, event)]).await?;
+        }
+        Ok(Some(link))
     })
     .await
 }

@@ -47,7 +47,7 @@ pub(crate) use self::statements::{
 pub(crate) use self::writer::{Held, Writer};
 use crate::StorageError;
 use crate::hooks::{Hooks, Lookup};
-use crate::model::{CounterKey, CreateOutcome, RedirectTarget};
+use crate::model::{CounterKey, CreateOutcome, LinkUpdate, RedirectTarget};
 
 /// The connection type the queries are compiled for here.
 pub(crate) type Conn =
@@ -249,24 +249,32 @@ impl Sqlite {
                 (CreateOutcome::Created(link), Some(counter)) => Some((
                     link.domain.as_str(),
                     link.short_code.as_str(),
-                    RedirectTarget {
-                        counter: *counter,
-                        workspace_id: link.workspace_id,
-                        destination: link.destination.clone(),
-                    },
+                    RedirectTarget::of(link, *counter),
                 )),
                 _ => None,
             }),
         );
     }
 
-    /// After a change of destination, before the writer is released.
-    pub(crate) fn changed(&self, held: &Held, result: &Result<Option<Link>, StorageError>) {
-        if let Ok(Some(link)) = result {
-            let code = link.short_code.as_str();
-            self.index
-                .set_destination(held, &link.domain, code, &link.destination);
+    /// After a change of a link, before the writer is released: the index holds its new target
+    /// (under its new code, the old one forgotten), and the recent codes its new code.
+    pub(crate) fn changed(&self, held: &Held, result: &Result<Option<LinkUpdate>, StorageError>) {
+        let Ok(Some(LinkUpdate::Changed {
+            before,
+            after,
+            counter,
+        })) = result
+        else {
+            return;
+        };
+        let (old, new) = (before.short_code.as_str(), after.short_code.as_str());
+        if old != new {
+            self.index.remove(held, &before.domain, old);
+            self.codes.renamed(held, &after.domain, old, new);
         }
+        let target = RedirectTarget::of(after, *counter);
+        self.index
+            .insert(held, [(after.domain.as_str(), new, target)]);
     }
 
     /// After a deletion, before the writer is released.

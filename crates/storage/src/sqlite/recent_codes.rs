@@ -220,6 +220,16 @@ impl RecentCodes {
         self.state().committed.remove(domain, code);
     }
 
+    /// A recent link's code changed from `old` to `new` (its transaction committed, the writer
+    /// still held); a folded link's changed in `link_codes` by a trigger.
+    pub(crate) fn renamed(&self, _: &Held, domain: &str, old: &str, new: &str) {
+        let committed = &mut self.state().committed;
+        if let Some(seq) = committed.get(domain, old) {
+            committed.remove(domain, old);
+            committed.insert(domain.to_owned(), new.to_owned(), seq);
+        }
+    }
+
     /// Whether enough recent links wait for a fold ([`FOLD_AT`]).
     pub(crate) fn fold_due(&self) -> bool {
         self.state().committed.len >= FOLD_AT

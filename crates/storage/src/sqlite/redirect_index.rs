@@ -19,12 +19,12 @@
 
 use std::collections::HashMap;
 use std::hash::BuildHasher;
-use std::sync::RwLock;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, RwLock};
 
 use hashbrown::{DefaultHashBuilder, HashTable};
 use memmap2::{MmapMut, MmapOptions};
-use shortlink_domain::{Destination, WorkspaceId};
+use shortlink_domain::{Destination, RedirectRules, WorkspaceId};
 
 use super::writer::Held;
 use crate::StorageError;
@@ -103,21 +103,6 @@ impl RedirectIndex {
         }
     }
 
-    /// Points an indexed code elsewhere.
-    pub(crate) fn set_destination(
-        &self,
-        held: &Held,
-        domain: &str,
-        code: &str,
-        destination: &Destination,
-    ) {
-        let current = self.get(domain, code).flatten();
-        if let Some(mut target) = current {
-            target.destination = destination.clone();
-            self.insert(held, [(domain, code, target)]);
-        }
-    }
-
     /// Forgets a deleted code.
     pub(crate) fn remove(&self, _: &Held, domain: &str, code: &str) {
         let mut guard = self.write();
@@ -161,6 +146,9 @@ pub(crate) struct Tables {
     domains: HashMap<Box<str>, HashTable<u32>>,
     arena: Arena,
     workspaces: Workspaces,
+    /// The redirect rules of the links that have some, by counter: a record only says whether
+    /// its link has rules (one bit), so a plain link's record is as small as ever.
+    rules: HashMap<i64, Arc<RedirectRules>>,
     hasher: DefaultHashBuilder,
     budget: usize,
 }
@@ -172,6 +160,7 @@ impl Tables {
             domains: HashMap::new(),
             arena: Arena::default(),
             workspaces: Workspaces::default(),
+            rules: HashMap::new(),
             hasher: DefaultHashBuilder::default(),
             budget,
         }
@@ -184,8 +173,9 @@ impl Tables {
         let Some(record) = Record::encode(code, target, workspace) else {
             return false;
         };
-        if self.bytes() + record.len() > self.budget
-            && (!self.compact() || self.bytes() + record.len() > self.budget)
+        let needed = record.len() + target.rules.as_ref().map_or(0, |_| RULES_ENTRY_BYTES);
+        if self.bytes() + needed > self.budget
+            && (!self.compact() || self.bytes() + needed > self.budget)
         {
             return false;
         }
@@ -205,9 +195,14 @@ impl Tables {
         );
         if let hashbrown::hash_table::Entry::Occupied(mut slot) = entry {
             let old = std::mem::replace(slot.get_mut(), at);
+            let seq = self.arena.record(old).seq;
+            self.rules.remove(&seq);
             self.arena.forget(old);
         } else {
             entry.insert(at);
+        }
+        if let Some(rules) = &target.rules {
+            self.rules.insert(target.counter.0, rules.clone());
         }
         true
     }
@@ -229,10 +224,18 @@ impl Tables {
         let record = self.arena.record(at);
         let destination = String::from_utf8(record.destination.to_vec())
             .map_err(|_| StorageError::Corrupt("redirect index record"))?;
+        let rules = match record.has_rules {
+            false => None,
+            true => Some(
+                (self.rules.get(&record.seq).cloned())
+                    .ok_or(StorageError::Corrupt("redirect index rules"))?,
+            ),
+        };
         Ok(Some(RedirectTarget {
             counter: CounterKey(record.seq),
             workspace_id: self.workspaces.get(record.workspace),
             destination: Destination::from_trusted(destination),
+            rules,
         }))
     }
 
@@ -245,14 +248,17 @@ impl Tables {
         let found = table.find_entry(hash, |&at| arena.code(at) == code.as_bytes());
         if let Ok(slot) = found {
             let (at, _) = slot.remove();
+            let seq = self.arena.record(at).seq;
+            self.rules.remove(&seq);
             self.arena.forget(at);
         }
     }
 
-    /// Bytes held: records (live and garbage) and table slots (4-byte offset, 1 control byte).
+    /// Bytes held: records (live and garbage), table slots (4-byte offset, 1 control byte) and
+    /// rules (estimated per entry).
     fn bytes(&self) -> usize {
         let slots: usize = self.domains.values().map(|t| t.capacity() * 5).sum();
-        self.arena.bytes() + slots
+        self.arena.bytes() + slots + self.rules.len() * RULES_ENTRY_BYTES
     }
 
     /// Compacts once garbage outweighs live records; false as [`Tables::compact`].
@@ -355,11 +361,17 @@ impl Arena {
     }
 }
 
+/// What a link's redirect rules take in the index, about: its entry in [`Tables::rules`] and the
+/// rules themselves (a few URLs). An estimate, for the budget only.
+const RULES_ENTRY_BYTES: usize = 512;
+
 /// One link's record: four numbers as varints (a million links' fit in 6 bytes), then the code
-/// (read on its own by [`Arena::code`]) and the destination.
+/// (read on its own by [`Arena::code`]) and the destination. The fourth number is the
+/// workspace's, shifted left by one, its low bit set when the link has redirect rules.
 struct Record<'a> {
     seq: i64,
     workspace: u32,
+    has_rules: bool,
     /// Text, as [`Record::encode`] wrote it; [`Tables::get`] checks.
     destination: &'a [u8],
     /// Bytes the record takes.
@@ -378,7 +390,7 @@ impl<'a> Record<'a> {
             code.len() as u64,
             destination.len() as u64,
             target.counter.0 as u64,
-            u64::from(workspace),
+            u64::from(workspace) << 1 | u64::from(target.rules.is_some()),
         ] {
             record.extend_from_slice(encode::u64(number, &mut encode::u64_buffer()));
         }
@@ -403,12 +415,13 @@ impl<'a> Record<'a> {
     fn decode(bytes: &'a [u8]) -> Self {
         let ([code_len, destination_len, seq, workspace], rest) = Self::numbers(bytes);
         let (code_len, destination_len) = (code_len as usize, destination_len as usize);
-        let (seq, workspace) = (seq as i64, workspace as u32);
+        let (seq, has_rules, workspace) = (seq as i64, workspace & 1 == 1, (workspace >> 1) as u32);
         let header = bytes.len() - rest.len();
         let destination = &rest[code_len..code_len + destination_len];
         Record {
             seq,
             workspace,
+            has_rules,
             destination,
             len: header + code_len + destination_len,
         }
@@ -447,6 +460,7 @@ mod tests {
             counter: CounterKey(seq),
             workspace_id: WorkspaceId::generate(),
             destination: Destination::parse(destination, &base).expect("a destination"),
+            rules: None,
         }
     }
 
@@ -487,13 +501,19 @@ mod tests {
         assert_eq!(index.get("sho.rt", "c"), Some(None));
         assert_eq!(index.get("elsewhere", "a"), Some(None));
 
-        let moved = Destination::from_trusted("https://moved.example/".into());
-        index.set_destination(&Held::for_test(), "sho.rt", "a", &moved);
-        let expected = RedirectTarget {
-            destination: moved,
-            ..a
+        let changed = RedirectTarget {
+            destination: Destination::from_trusted("https://moved.example/".into()),
+            rules: Some(Arc::new(RedirectRules {
+                redirect_type: shortlink_domain::RedirectType::Permanent,
+                ..RedirectRules::default()
+            })),
+            ..a.clone()
         };
-        assert_eq!(index.get("sho.rt", "a"), Some(Some(expected)));
+        index.insert(&Held::for_test(), [("sho.rt", "a", changed.clone())]);
+        assert_eq!(index.get("sho.rt", "a"), Some(Some(changed)));
+        // Back to a plain link: its rules are forgotten with its old record.
+        index.insert(&Held::for_test(), [("sho.rt", "a", a.clone())]);
+        assert_eq!(index.get("sho.rt", "a"), Some(Some(a)));
 
         index.remove(&Held::for_test(), "sho.rt", "a");
         assert_eq!(index.get("sho.rt", "a"), Some(None));

@@ -201,11 +201,11 @@ impl diesel::query_builder::QueryFragment<diesel::sqlite::Sqlite> for InsertLink
         &'b self,
         mut out: diesel::query_builder::AstPass<'_, 'b, diesel::sqlite::Sqlite>,
     ) -> QueryResult<()> {
-        use diesel::sql_types::{BigInt, Text};
+        use diesel::sql_types::{BigInt, Bool, Nullable, Text};
 
         out.push_sql(
             "INSERT INTO links (id, workspace_id, domain, short_code, destination, created_at, \
-             updated_at) VALUES ",
+             updated_at, rules, tags, archived) VALUES ",
         );
         for (i, row) in self.0.iter().enumerate() {
             out.push_sql(if i == 0 { "(" } else { ", (" });
@@ -228,6 +228,12 @@ impl diesel::query_builder::QueryFragment<diesel::sqlite::Sqlite> for InsertLink
             out.push_bind_param::<BigInt, _>(&row.created_at)?;
             out.push_sql(", ");
             out.push_bind_param::<BigInt, _>(&row.updated_at)?;
+            for text in [&row.rules, &row.tags] {
+                out.push_sql(", ");
+                out.push_bind_param::<Nullable<Text>, _>(text)?;
+            }
+            out.push_sql(", ");
+            out.push_bind_param::<Bool, _>(&row.archived)?;
             out.push_sql(")");
         }
         out.push_sql(" RETURNING id, seq");

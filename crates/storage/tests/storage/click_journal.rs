@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use shortlink_domain::{LinkRef, Workspace};
 use shortlink_storage::{CLICK_FOLD_INTERVAL, ClickBatch, CounterKey, LinkClicks, Store};
 
-use crate::{TestDatabase, base, create, new_link, workspace};
+use crate::{LinkFilter, TestDatabase, base, create, new_link, workspace};
 
 /// A store that counts in place on the same file: what another process (the CLI) would read.
 async fn plain(db: &TestDatabase) -> Store {
@@ -81,7 +81,11 @@ async fn journaled_clicks_count_at_once_and_reach_the_file_by_a_fold() {
     );
     assert_eq!(clicks(&server, &acme, "a").await, 5);
     assert_eq!(
-        server.list_links(acme.id, 10, None).await.unwrap()[0].clicks,
+        server
+            .list_links(acme.id, 10, None, &LinkFilter::default())
+            .await
+            .unwrap()[0]
+            .clicks,
         5
     );
     assert_eq!(clicks(&other, &acme, "a").await, 0, "not folded yet");

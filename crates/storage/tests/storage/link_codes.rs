@@ -6,9 +6,9 @@
 use std::time::{Duration, Instant};
 
 use diesel::{Connection, RunQueryDsl, SqliteConnection};
-use shortlink_domain::{Link, LinkRef, Workspace};
+use shortlink_domain::{Link, LinkPatch, LinkRef, Slug, Workspace};
 use shortlink_storage::testing::CODE_FOLD_AT;
-use shortlink_storage::{CLICK_FOLD_INTERVAL, CreateOutcome, NewLink, Store};
+use shortlink_storage::{CLICK_FOLD_INTERVAL, CreateOutcome, LinkUpdate, NewLink, Store};
 
 use crate::{TestDatabase, base, create, each_backend, new_link, set_up_as_server, workspace};
 
@@ -84,7 +84,7 @@ each_backend!(
             assert_eq!(outcome(&store, again).await, CreateOutcome::SlugConflict);
 
             store
-                .delete_link(acme.id, &LinkRef::Code("spring".into()), &d)
+                .delete_link(acme.id, &LinkRef::Code("spring".into()), &d, &base())
                 .await
                 .unwrap()
                 .expect("deleted by its code");
@@ -96,6 +96,67 @@ each_backend!(
         )
         .await;
         assert_found(&store, &acme, &last).await;
+    }
+);
+
+/// Gives the link with `from` the code `to`: the link after, or `None` when `to` is taken.
+async fn rename(store: &Store, ws: &Workspace, from: &str, to: &str) -> Option<Link> {
+    let patch = LinkPatch {
+        slug: Some(Slug::parse(to).unwrap()),
+        ..LinkPatch::default()
+    };
+    let (from, base) = (LinkRef::Code(from.into()), base());
+    let update = store.update_link(ws.id, &from, base.domain(), &patch, &base);
+    match update.await.unwrap().expect("the link exists") {
+        LinkUpdate::Changed { after, .. } => Some(*after),
+        LinkUpdate::SlugConflict => None,
+    }
+}
+
+each_backend!(
+    a_new_code_frees_the_old_one_folded_or_not,
+    as_server,
+    |store| {
+        let acme = workspace(&store, "acme").await;
+        create(
+            &store,
+            new_link(&acme, Some("taken"), "https://example.com/t"),
+        )
+        .await;
+        for fold in [false, true] {
+            create(&store, new_link(&acme, Some("old"), "https://example.com/")).await;
+            if fold {
+                store.fold_codes().await.unwrap();
+            }
+            assert_eq!(rename(&store, &acme, "old", "taken").await, None, "taken");
+            let renamed = rename(&store, &acme, "old", "new").await.expect("renamed");
+            assert_found(&store, &acme, &renamed).await;
+            assert_gone(&store, &acme, "old").await;
+            // The old code is free, the new one taken; a fold after the change keeps them so.
+            let again = create(
+                &store,
+                new_link(&acme, Some("old"), "https://example.com/2"),
+            )
+            .await;
+            store.fold_codes().await.unwrap();
+            assert_found(&store, &acme, &again).await;
+            assert_found(&store, &acme, &renamed).await;
+            let clash = new_link(&acme, Some("new"), "https://example.com/3");
+            assert_eq!(outcome(&store, clash).await, CreateOutcome::SlugConflict);
+            for code in ["old", "new"] {
+                store
+                    .delete_link(
+                        acme.id,
+                        &LinkRef::Code(code.into()),
+                        base().domain(),
+                        &base(),
+                    )
+                    .await
+                    .unwrap()
+                    .expect("deleted");
+                assert_gone(&store, &acme, code).await;
+            }
+        }
     }
 );
 

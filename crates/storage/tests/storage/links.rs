@@ -3,7 +3,10 @@ use std::time::Duration;
 use shortlink_domain::{Destination, LinkRef};
 use shortlink_storage::{ClickBatch, CreateOutcome, LinkClicks};
 
-use crate::{TestDatabase, base, create, each_backend, new_link, workspace, write_elsewhere};
+use crate::{
+    LinkFilter, TestDatabase, base, create, each_backend, new_link, update_destination, workspace,
+    write_elsewhere,
+};
 
 each_backend!(created_links_are_read_back_by_id_and_code, |store| {
     let acme = workspace(&store, "acme").await;
@@ -66,17 +69,25 @@ each_backend!(another_workspace_sees_nothing, |store| {
     assert_eq!(store.get_link(globex.id, &by_id, &d).await.unwrap(), None);
     let dest = Destination::parse("https://evil.example/", &base()).unwrap();
     assert_eq!(
-        store
-            .update_destination(globex.id, &by_id, &d, &dest)
+        update_destination(&store, globex.id, &by_id, &d, &dest)
             .await
             .unwrap(),
         None
     );
     assert_eq!(
-        store.delete_link(globex.id, &by_id, &d).await.unwrap(),
+        store
+            .delete_link(globex.id, &by_id, &d, &base())
+            .await
+            .unwrap(),
         None
     );
-    assert_eq!(store.list_links(globex.id, 10, None).await.unwrap(), vec![]);
+    assert_eq!(
+        store
+            .list_links(globex.id, 10, None, &LinkFilter::default())
+            .await
+            .unwrap(),
+        vec![]
+    );
     assert_eq!(
         store.get_link(acme.id, &by_id, &d).await.unwrap(),
         Some(link)
@@ -117,7 +128,14 @@ each_backend!(bulk_outcomes_are_in_order_and_independent, |store| {
             Some("https://example.com/5".into()),
         ]
     );
-    assert_eq!(store.list_links(acme.id, 100, None).await.unwrap().len(), 3);
+    assert_eq!(
+        store
+            .list_links(acme.id, 100, None, &LinkFilter::default())
+            .await
+            .unwrap()
+            .len(),
+        3
+    );
 });
 
 each_backend!(listing_pages_newest_first_without_gaps, |store| {
@@ -137,7 +155,10 @@ each_backend!(listing_pages_newest_first_without_gaps, |store| {
     let mut seen = Vec::new();
     let mut before = None;
     loop {
-        let page = store.list_links(acme.id, 3, before).await.unwrap();
+        let page = store
+            .list_links(acme.id, 3, before, &LinkFilter::default())
+            .await
+            .unwrap();
         if page.is_empty() {
             break;
         }
@@ -157,8 +178,7 @@ each_backend!(update_and_delete_change_what_resolve_finds, |store| {
     let d = base().domain().to_owned();
     let code = LinkRef::Code("go".into());
     let dest = Destination::parse("https://example.com/new", &base()).unwrap();
-    let updated = store
-        .update_destination(acme.id, &code, &d, &dest)
+    let updated = update_destination(&store, acme.id, &code, &d, &dest)
         .await
         .unwrap()
         .unwrap();
@@ -169,7 +189,7 @@ each_backend!(update_and_delete_change_what_resolve_finds, |store| {
     );
 
     let deleted = store
-        .delete_link(acme.id, &LinkRef::Id(link.id), &d)
+        .delete_link(acme.id, &LinkRef::Id(link.id), &d, &base())
         .await
         .unwrap()
         .unwrap();
@@ -221,7 +241,11 @@ each_backend!(click_batches_add_exactly, as_server, |store| {
     record(vec![batch(&a, 2)]).await;
     assert_eq!((clicks("a").await, clicks("b").await), (Some(5), Some(1)));
     assert_eq!(
-        store.list_links(acme.id, 10, None).await.unwrap()[1].clicks,
+        store
+            .list_links(acme.id, 10, None, &LinkFilter::default())
+            .await
+            .unwrap()[1]
+            .clicks,
         5,
         "listing shows the counters too"
     );
@@ -229,7 +253,7 @@ each_backend!(click_batches_add_exactly, as_server, |store| {
     // A link deleted before its clicks are flushed does not break the batch, and its clicks
     // never land on a link created after it (row numbers are not reused, even for the last row).
     store
-        .delete_link(acme.id, &LinkRef::Code("b".into()), &d)
+        .delete_link(acme.id, &LinkRef::Code("b".into()), &d, &base())
         .await
         .unwrap();
     create(&store, new_link(&acme, Some("c"), "https://example.com/c")).await;
@@ -336,15 +360,13 @@ async fn changes_wait_for_another_connections_write_instead_of_failing() {
     let dest = Destination::parse("https://example.com/new", &base()).unwrap();
 
     let other = write_elsewhere(&db, Duration::from_millis(300));
-    let updated = store
-        .update_destination(acme.id, &LinkRef::Code("go".into()), &d, &dest)
-        .await;
+    let updated = update_destination(&store, acme.id, &LinkRef::Code("go".into()), &d, &dest).await;
     other.join().unwrap();
     assert_eq!(updated.unwrap().map(|l| l.destination), Some(dest));
 
     let other = write_elsewhere(&db, Duration::from_millis(300));
     let deleted = store
-        .delete_link(acme.id, &LinkRef::Code("gone".into()), &d)
+        .delete_link(acme.id, &LinkRef::Code("gone".into()), &d, &base())
         .await;
     other.join().unwrap();
     assert_eq!(

@@ -16,11 +16,12 @@ mod workspaces;
 use std::time::Duration;
 
 use shortlink_domain::{
-    ApiKey, ApiKeyId, ApiKeySecret, BaseUrl, Destination, RateLimit, Slug, Timestamp, Workspace,
-    WorkspaceId,
+    ApiKey, ApiKeyId, ApiKeySecret, BaseUrl, Destination, LinkPatch, LinkRef, RateLimit, Slug,
+    Timestamp, Workspace, WorkspaceId,
 };
+pub(crate) use shortlink_storage::LinkFilter;
 pub(crate) use shortlink_storage::testing::TestDatabase;
-use shortlink_storage::{CreateOutcome, NewLink, Store};
+use shortlink_storage::{CreateOutcome, LinkUpdate, NewLink, Store};
 
 /// Runs `body` once per configured backend with a fresh migrated store. A test marked
 /// `as_server` runs once more on SQLite with the store set up as the server sets it up: the click
@@ -97,7 +98,29 @@ pub(crate) fn new_link(ws: &Workspace, slug: Option<&str>, dest: &str) -> NewLin
         slug: slug.map(|s| Slug::parse(s).unwrap()),
         destination: Destination::parse(dest, &base()).unwrap(),
         created_at: Timestamp::now(),
+        options: Default::default(),
     }
+}
+
+/// Points a link elsewhere (a change of its destination alone): the link after, or `None`.
+pub(crate) async fn update_destination(
+    store: &Store,
+    workspace: WorkspaceId,
+    link: &LinkRef,
+    domain: &str,
+    destination: &Destination,
+) -> Result<Option<shortlink_domain::Link>, shortlink_storage::StorageError> {
+    let patch = LinkPatch {
+        destination: Some(destination.clone()),
+        ..LinkPatch::default()
+    };
+    let changed = store
+        .update_link(workspace, link, domain, &patch, &base())
+        .await?;
+    Ok(changed.map(|update| match update {
+        LinkUpdate::Changed { after, .. } => *after,
+        LinkUpdate::SlugConflict => panic!("no code was changed"),
+    }))
 }
 
 pub(crate) async fn create(store: &Store, link: NewLink) -> shortlink_domain::Link {

@@ -150,7 +150,7 @@ async fn codes_and_row_numbers_survive_the_code_index_migration() {
             .unwrap();
         assert_eq!(taken, vec![shortlink_storage::CreateOutcome::SlugConflict]);
         store
-            .delete_link(ws.id, &LinkRef::Id(reused.id), &d)
+            .delete_link(ws.id, &LinkRef::Id(reused.id), &d, &base())
             .await
             .unwrap()
             .expect("deleted");

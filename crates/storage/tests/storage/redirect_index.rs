@@ -4,7 +4,7 @@
 use shortlink_domain::{Destination, LinkRef};
 use shortlink_storage::{CreateOutcome, DatabaseKind, Store};
 
-use crate::{TestDatabase, base, create, each_backend, new_link, workspace};
+use crate::{TestDatabase, base, create, each_backend, new_link, update_destination, workspace};
 
 /// What the index answers for `code` equals what the database answers.
 async fn assert_index_agrees(store: &Store, code: &str) {
@@ -72,8 +72,7 @@ each_backend!(the_redirect_index_follows_every_change, |store| {
     // Changed, then deleted.
     let moved = Destination::parse("https://example.com/moved", &base()).unwrap();
     let code = LinkRef::Code("before".into());
-    store
-        .update_destination(acme.id, &code, &d, &moved)
+    update_destination(&store, acme.id, &code, &d, &moved)
         .await
         .unwrap()
         .unwrap();
@@ -86,7 +85,7 @@ each_backend!(the_redirect_index_follows_every_change, |store| {
         Some(moved)
     );
     store
-        .delete_link(acme.id, &code, &d)
+        .delete_link(acme.id, &code, &d, &base())
         .await
         .unwrap()
         .unwrap();

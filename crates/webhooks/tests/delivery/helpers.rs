@@ -182,6 +182,7 @@ pub fn link_view() -> LinkView {
         destination: "https://example.com/page?a=1".into(),
         clicks: 0,
         created_at: Timestamp::from_unix_millis(1_795_647_752_123),
+        options: Default::default(),
     }
 }
 

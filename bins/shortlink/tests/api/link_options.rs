@@ -1,0 +1,649 @@
+//! Link options (docs/API.md, "Link options"): accepted, returned and refused by the API, and
+//! followed by the redirect: expiry by time (on the server's clock, moved on by the test) and
+//! by clicks, passwords and their budget, targeting by system and by country (the GeoIP test
+//! database), previews for crawlers, redirect types, tags, search, archive and slug changes.
+
+use std::time::Duration;
+
+use reqwest::{Method, Response};
+use serde_json::{Value, json};
+use shortlink_storage::testing::TestDatabase;
+
+use crate::helpers::{
+    Setup, TestApp, assert_error, assert_invalid, assert_ok, detail_fields, header, send, text,
+};
+
+async fn spawn(postgres: Option<&str>) -> Option<TestApp> {
+    let setup = Setup {
+        behind_proxy_with_geoip: true,
+        ..Setup::default()
+    };
+    let db = match postgres {
+        None => TestDatabase::sqlite(),
+        Some(test) => TestDatabase::postgres(test).await?,
+    };
+    Some(TestApp::spawn_with(db, setup).await)
+}
+
+macro_rules! on_both_backends {
+    ($($name:ident),* $(,)?) => {$(
+        mod $name {
+            #[tokio::test]
+            async fn sqlite() {
+                let app = super::spawn(None).await.expect("a SQLite server");
+                super::$name(app).await;
+            }
+
+            #[tokio::test]
+            async fn postgres() {
+                if let Some(app) = super::spawn(Some(concat!(module_path!(), "::postgres"))).await {
+                    super::$name(app).await;
+                }
+            }
+        }
+    )*};
+}
+
+on_both_backends!(
+    every_option_is_returned_and_null_clears_it,
+    bad_options_are_refused_naming_the_field_and_change_nothing,
+    an_expired_link_answers_410_or_its_expired_url,
+    max_clicks_lets_exactly_that_many_through,
+    passwords_unlock_count_the_click_and_have_a_budget,
+    targeting_follows_the_system_then_the_country,
+    crawlers_get_an_escaped_preview_and_browsers_the_redirect,
+    each_redirect_type_answers_its_status,
+    tags_search_and_archive_filter_the_list_page_by_page,
+    a_new_slug_frees_the_old_one_at_once,
+);
+
+const IPHONE: &str = "Mozilla/5.0 (iPhone; CPU iPhone OS 17_5 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.5 Mobile/15E148 Safari/604.1";
+const ANDROID: &str = "Mozilla/5.0 (Linux; Android 14; Pixel 8) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126.0.0.0 Mobile Safari/537.36";
+const DESKTOP: &str = "Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0";
+const SLACK: &str = "Slackbot-LinkExpanding 1.0 (+https://api.slack.com/robots)";
+const LONDON: &str = "81.2.69.142";
+const LINKOPING: &str = "89.160.20.112";
+
+/// A browser's GET of `/{code}` from `client` (through the trusted proxy).
+async fn browse(app: &TestApp, code: &str, client: &str, agent: &str) -> Response {
+    let request = app
+        .client
+        .get(app.url(&format!("/{code}")))
+        .header("X-Forwarded-For", client)
+        .header("User-Agent", agent);
+    send(request).await
+}
+
+/// The password form's POST to `/{code}` from `client`.
+async fn unlock(app: &TestApp, code: &str, client: &str, password: &str) -> Response {
+    let request = app
+        .client
+        .post(app.url(&format!("/{code}")))
+        .header("X-Forwarded-For", client)
+        .header("User-Agent", DESKTOP)
+        .form(&[("password", password)]);
+    send(request).await
+}
+
+fn location(res: &Response) -> &str {
+    header(res.headers(), "location").unwrap_or_default()
+}
+
+async fn every_option_is_returned_and_null_clears_it(app: TestApp) {
+    let plain = app
+        .create_link(&json!({"destination": "https://example.com/plain"}))
+        .await;
+    let defaults = json!({
+        "expiresAt": null, "maxClicks": null, "expiredUrl": null, "passwordProtected": false,
+        "redirectType": 302, "ios": null, "android": null, "geo": null, "tags": [],
+        "archived": false, "title": null, "description": null, "image": null,
+    });
+    for (field, value) in defaults.as_object().expect("an object") {
+        assert_eq!(&plain[field], value, "{field} of a plain link: {plain}");
+    }
+
+    let all = json!({
+        "destination": "https://example.com/all",
+        "customSlug": "all",
+        "expiresAt": "2099-01-01T01:00:00+01:00",
+        "maxClicks": 100,
+        "expiredUrl": "https://example.com/over",
+        "password": "open sesame",
+        "redirectType": 307,
+        "ios": "https://apps.apple.com/app",
+        "android": "https://play.google.com/app",
+        "geo": {"gb": "https://example.co.uk/", "SE": "https://example.se/"},
+        "tags": ["launch", "spring", "launch"],
+        "archived": true,
+        "title": "All of it",
+        "description": "Every option",
+        "image": "https://example.com/card.png",
+    });
+    let link = app.create_link(&all).await;
+    let expected = json!({
+        "expiresAt": "2099-01-01T00:00:00.000Z", "maxClicks": 100,
+        "expiredUrl": "https://example.com/over", "passwordProtected": true,
+        "redirectType": 307, "ios": "https://apps.apple.com/app",
+        "android": "https://play.google.com/app",
+        "geo": {"GB": "https://example.co.uk/", "SE": "https://example.se/"},
+        "tags": ["launch", "spring"], "archived": true, "title": "All of it",
+        "description": "Every option", "image": "https://example.com/card.png",
+    });
+    for (field, value) in expected.as_object().expect("an object") {
+        assert_eq!(&link[field], value, "{field}: {link}");
+    }
+    assert!(link.get("password").is_none(), "never returned: {link}");
+    let read = assert_ok(app.get("/links/all").await).await;
+    assert_eq!(read, link, "GET shows what POST returned");
+
+    // null clears each option; an absent one stays.
+    let cleared = json!({
+        "expiresAt": null, "maxClicks": null, "expiredUrl": null, "password": null,
+        "redirectType": null, "ios": null, "android": null, "geo": null, "tags": null,
+        "archived": null, "title": null, "description": null, "image": null,
+    });
+    let link = assert_ok(app.patch_json("/links/all", &cleared).await).await;
+    for (field, value) in defaults.as_object().expect("an object") {
+        assert_eq!(&link[field], value, "{field} after clearing: {link}");
+    }
+    assert_eq!(link["destination"], "https://example.com/all");
+    let res = browse(&app, "all", LONDON, DESKTOP).await;
+    assert_eq!(res.status(), 302, "a plain link again");
+    assert_eq!(location(&res), "https://example.com/all");
+
+    let link = assert_ok(
+        app.patch_json("/links/all", &json!({"title": "Only this"}))
+            .await,
+    )
+    .await;
+    assert_eq!(
+        (link["title"].as_str(), link["tags"].clone()),
+        (Some("Only this"), json!([]))
+    );
+
+    // Bulk items take options too.
+    let items = json!([
+        {"destination": "https://example.com/b1", "tags": ["bulk"], "maxClicks": 2},
+        {"destination": "https://example.com/b2", "redirectType": 999},
+    ]);
+    let results = assert_ok(app.post_json("/links/bulk", &items).await).await;
+    assert_eq!(results[0]["link"]["tags"], json!(["bulk"]), "{results}");
+    assert_eq!(results[0]["link"]["maxClicks"], 2, "{results}");
+    assert_eq!(
+        results[1]["error"]["details"][0]["field"], "redirectType",
+        "{results}"
+    );
+}
+
+async fn bad_options_are_refused_naming_the_field_and_change_nothing(app: TestApp) {
+    let bad = [
+        (json!({"expiresAt": "next tuesday"}), "expiresAt"),
+        (json!({"expiresAt": 5}), "expiresAt"),
+        (json!({"maxClicks": 0}), "maxClicks"),
+        (json!({"maxClicks": 1.5}), "maxClicks"),
+        (json!({"maxClicks": "3"}), "maxClicks"),
+        (json!({"expiredUrl": "javascript:alert(1)"}), "expiredUrl"),
+        (json!({"password": ""}), "password"),
+        (json!({"password": "p".repeat(129)}), "password"),
+        (json!({"redirectType": 303}), "redirectType"),
+        (json!({"ios": "not a url"}), "ios"),
+        (
+            json!({"android": "https://user:pw@example.com/"}),
+            "android",
+        ),
+        (json!({"geo": {"GBR": "https://example.co.uk/"}}), "geo"),
+        (json!({"geo": {"GB": "nope"}}), "geo"),
+        (json!({"geo": ["GB"]}), "geo"),
+        (
+            json!({"tags": (0..11).map(|i| i.to_string()).collect::<Vec<_>>()}),
+            "tags",
+        ),
+        (json!({"tags": ["x".repeat(51)]}), "tags"),
+        (json!({"tags": [""]}), "tags"),
+        (json!({"tags": "a"}), "tags"),
+        (json!({"archived": "yes"}), "archived"),
+        (json!({"title": "t".repeat(201)}), "title"),
+        (json!({"description": "d".repeat(1001)}), "description"),
+        (json!({"image": "ftp://example.com/i.png"}), "image"),
+        (json!({"customSlug": "api"}), "customSlug"),
+    ];
+    let link = app
+        .create_link(&json!({"destination": "https://example.com/kept", "customSlug": "kept"}))
+        .await;
+    for (option, field) in &bad {
+        let mut body = option.clone();
+        body["destination"] = json!("https://example.com/new");
+        let error = assert_invalid(app.post_json("/links", &body).await, &[field]).await;
+        assert!(text(&error["message"]).len() > 5, "{error}");
+        let error = assert_invalid(app.patch_json("/links/kept", option).await, &[field]).await;
+        assert_eq!(detail_fields(&error), [*field], "{error}");
+    }
+    // Several at once are all named.
+    let body = json!({"destination": "https://example.com/x", "maxClicks": -1, "redirectType": 1});
+    assert_invalid(
+        app.post_json("/links", &body).await,
+        &["maxClicks", "redirectType"],
+    )
+    .await;
+
+    let page = assert_ok(app.get("/links?archived=true").await).await;
+    assert_eq!(
+        page["items"].as_array().map(Vec::len),
+        Some(1),
+        "nothing created: {page}"
+    );
+    assert_eq!(page["items"][0], link, "nothing changed");
+
+    for query in ["tag=", "search=", "archived=maybe", "tag=%01"] {
+        let error = assert_error(
+            app.get(&format!("/links?{query}")).await,
+            400,
+            "VALIDATION_FAILED",
+        )
+        .await;
+        let field = query.split('=').next().unwrap_or_default();
+        assert_eq!(detail_fields(&error), [field], "{query}: {error}");
+    }
+}
+
+async fn an_expired_link_answers_410_or_its_expired_url(app: TestApp) {
+    let link = json!({
+        "destination": "https://example.com/sale",
+        "customSlug": "sale",
+        "expiresAt": (chrono_in(3600)),
+    });
+    app.create_link(&link).await;
+    let res = browse(&app, "sale", LONDON, DESKTOP).await;
+    assert_eq!(
+        (res.status().as_u16(), location(&res)),
+        (302, "https://example.com/sale")
+    );
+
+    app.advance_clock(Duration::from_secs(2 * 3600));
+    let res = browse(&app, "sale", LONDON, DESKTOP).await;
+    assert_eq!(res.status(), 410);
+    assert_strict_page(&res);
+    assert!(res.text().await.unwrap_or_default().contains("expired"));
+    let res = send(
+        app.client
+            .get(app.url("/sale"))
+            .header("Accept", "application/json"),
+    )
+    .await;
+    assert_error(res, 410, "LINK_EXPIRED").await;
+
+    let with_fallback = json!({"expiredUrl": "https://example.com/next-sale"});
+    assert_ok(app.patch_json("/links/sale", &with_fallback).await).await;
+    let res = browse(&app, "sale", LONDON, DESKTOP).await;
+    assert_eq!(
+        (res.status().as_u16(), location(&res)),
+        (302, "https://example.com/next-sale")
+    );
+
+    // Lifting the expiry revives it; expired visits were not clicks.
+    assert_ok(
+        app.patch_json("/links/sale", &json!({"expiresAt": null}))
+            .await,
+    )
+    .await;
+    let res = browse(&app, "sale", LONDON, DESKTOP).await;
+    assert_eq!(location(&res), "https://example.com/sale");
+    assert_eq!(app.wait_for_clicks("sale", 2).await, 2);
+}
+
+/// RFC 3339 for `seconds` from now.
+fn chrono_in(seconds: i64) -> String {
+    let now = shortlink_domain::Timestamp::now().unix_millis();
+    shortlink_domain::Timestamp::from_unix_millis(now + seconds * 1000).to_string()
+}
+
+#[track_caller]
+fn assert_strict_page(res: &Response) {
+    let headers = res.headers();
+    let csp = header(headers, "content-security-policy").unwrap_or_default();
+    assert!(csp.starts_with("default-src 'none'"), "{csp}");
+    assert!(
+        !csp.contains("unsafe-inline") && !csp.contains("script-src"),
+        "{csp}"
+    );
+    assert_eq!(header(headers, "cache-control"), Some("no-store"));
+    assert!(header(headers, "content-type").is_some_and(|t| t.starts_with("text/html")));
+}
+
+async fn max_clicks_lets_exactly_that_many_through(app: TestApp) {
+    app.create_link(&json!({
+        "destination": "https://example.com/limited", "customSlug": "limited", "maxClicks": 5,
+    }))
+    .await;
+    // Bots and HEAD do not count.
+    assert_eq!(browse(&app, "limited", LONDON, SLACK).await.status(), 302);
+    let head = send(
+        app.client
+            .head(app.url("/limited"))
+            .header("User-Agent", DESKTOP),
+    )
+    .await;
+    assert_eq!(head.status(), 302);
+
+    let visits = (0..20).map(|_| browse(&app, "limited", LONDON, DESKTOP));
+    let statuses: Vec<u16> = futures_util::future::join_all(visits)
+        .await
+        .iter()
+        .map(|res| res.status().as_u16())
+        .collect();
+    let through = statuses.iter().filter(|&&s| s == 302).count();
+    let refused = statuses.iter().filter(|&&s| s == 410).count();
+    assert_eq!((through, refused), (5, 15), "{statuses:?}");
+    assert_eq!(app.wait_for_clicks("limited", 5).await, 5);
+    // Once spent, bots see it expired too.
+    assert_eq!(browse(&app, "limited", LONDON, SLACK).await.status(), 410);
+
+    // Raising the limit lets more through, exactly.
+    assert_ok(
+        app.patch_json("/links/limited", &json!({"maxClicks": 6}))
+            .await,
+    )
+    .await;
+    assert_eq!(browse(&app, "limited", LONDON, DESKTOP).await.status(), 302);
+    assert_eq!(browse(&app, "limited", LONDON, DESKTOP).await.status(), 410);
+    assert_eq!(app.wait_for_clicks("limited", 6).await, 6);
+
+    // A limit set on a link that already had clicks counts them.
+    let code = app.create_code("https://example.com/busy").await;
+    for _ in 0..3 {
+        assert_eq!(browse(&app, &code, LONDON, DESKTOP).await.status(), 302);
+    }
+    assert_ok(
+        app.patch_json(&format!("/links/{code}"), &json!({"maxClicks": 4}))
+            .await,
+    )
+    .await;
+    assert_eq!(browse(&app, &code, LONDON, DESKTOP).await.status(), 302);
+    assert_eq!(browse(&app, &code, LONDON, DESKTOP).await.status(), 410);
+}
+
+async fn passwords_unlock_count_the_click_and_have_a_budget(app: TestApp) {
+    for code in ["locked", "also-locked"] {
+        app.create_link(&json!({
+            "destination": "https://example.com/secret?a=1", "customSlug": code,
+            "password": "open sesame", "redirectType": 308,
+        }))
+        .await;
+    }
+    let res = browse(&app, "locked", LONDON, DESKTOP).await;
+    assert_eq!(res.status(), 200);
+    assert_strict_page(&res);
+    let form = res.text().await.unwrap_or_default();
+    assert!(
+        form.contains("<form method=\"post\">") && form.contains("name=\"password\""),
+        "{form}"
+    );
+
+    let res = unlock(&app, "locked", LONDON, "open sesame").await;
+    assert_eq!(
+        res.status(),
+        302,
+        "a 302 after the form, whatever the link's type"
+    );
+    assert_eq!(location(&res), "https://example.com/secret?a=1");
+    assert_eq!(
+        app.wait_for_clicks("locked", 1).await,
+        1,
+        "the unlock is the click"
+    );
+
+    let res = unlock(&app, "locked", LONDON, "open sesam").await;
+    assert_eq!(res.status(), 403);
+    assert!(res.text().await.unwrap_or_default().contains("not right"));
+
+    // One address's budget: ten wrong passwords (one spent above), then 429 even for the
+    // right one, on any link; another address is not affected.
+    for _ in 1..10 {
+        assert_eq!(
+            unlock(&app, "also-locked", LONDON, "guess").await.status(),
+            403
+        );
+    }
+    let res = unlock(&app, "locked", LONDON, "open sesame").await;
+    assert_eq!(res.status(), 429);
+    assert!(header(res.headers(), "retry-after").is_some());
+    assert_eq!(
+        unlock(&app, "also-locked", LONDON, "open sesame")
+            .await
+            .status(),
+        429
+    );
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert_eq!(
+        app.clicks("locked").await,
+        1,
+        "wrong and refused attempts are not clicks"
+    );
+    assert_eq!(
+        unlock(&app, "locked", LINKOPING, "open sesame")
+            .await
+            .status(),
+        302
+    );
+    assert_eq!(app.wait_for_clicks("locked", 2).await, 2);
+
+    // A link without a password takes no POST.
+    let code = app.create_code("https://example.com/open").await;
+    assert_error(
+        unlock(&app, &code, LONDON, "x").await,
+        405,
+        "METHOD_NOT_ALLOWED",
+    )
+    .await;
+}
+
+async fn targeting_follows_the_system_then_the_country(app: TestApp) {
+    app.create_link(&json!({
+        "destination": "https://example.com/", "customSlug": "get-app",
+        "ios": "https://apps.apple.com/x", "android": "https://play.google.com/x",
+        "geo": {"GB": "https://example.co.uk/"},
+    }))
+    .await;
+    let cases = [
+        (IPHONE, LONDON, "https://apps.apple.com/x"),
+        (ANDROID, LINKOPING, "https://play.google.com/x"),
+        (DESKTOP, LONDON, "https://example.co.uk/"),
+        (DESKTOP, LINKOPING, "https://example.com/"),
+        (DESKTOP, "10.1.2.3", "https://example.com/"),
+    ];
+    for (agent, client, expected) in cases {
+        let res = browse(&app, "get-app?ref=mail", client, agent).await;
+        assert_eq!(res.status(), 302);
+        let query = if expected.contains('?') { "&" } else { "?" };
+        assert_eq!(
+            location(&res),
+            format!("{expected}{query}ref=mail"),
+            "{agent} from {client}"
+        );
+    }
+    assert_eq!(app.wait_for_clicks("get-app", 5).await, 5);
+}
+
+async fn crawlers_get_an_escaped_preview_and_browsers_the_redirect(app: TestApp) {
+    let hostile = "\"><script>alert(1)</script>";
+    app.create_link(&json!({
+        "destination": "https://example.com/story?a=1&b=2", "customSlug": "story",
+        "title": format!("Title {hostile}"), "description": format!("Desc {hostile} & more"),
+        "image": "https://example.com/card.png?x=\"y\"",
+    }))
+    .await;
+    let res = browse(&app, "story", LONDON, SLACK).await;
+    assert_eq!(res.status(), 200);
+    assert_strict_page(&res);
+    let page = res.text().await.unwrap_or_default();
+    assert!(!page.contains("<script"), "escaped: {page}");
+    assert!(
+        page.contains("<meta property=\"og:title\" content=\"Title &quot;&gt;&lt;script&gt;"),
+        "{page}"
+    );
+    assert!(page.contains("property=\"og:description\""), "{page}");
+    assert!(
+        page.contains("name=\"twitter:card\" content=\"summary_large_image\""),
+        "{page}"
+    );
+    assert!(
+        page.contains("content=\"https://example.com/card.png?x=%22y%22\""),
+        "{page}"
+    );
+    assert!(
+        page.contains("https://example.com/story?a=1&amp;b=2"),
+        "{page}"
+    );
+
+    let res = browse(&app, "story", LONDON, DESKTOP).await;
+    assert_eq!(
+        (res.status().as_u16(), location(&res)),
+        (302, "https://example.com/story?a=1&b=2")
+    );
+    // The crawler's fetch was not a click.
+    assert_eq!(app.wait_for_clicks("story", 1).await, 1);
+}
+
+async fn each_redirect_type_answers_its_status(app: TestApp) {
+    for status in [301, 302, 307, 308] {
+        let link = app
+            .create_link(&json!({"destination": "https://example.com/t", "redirectType": status}))
+            .await;
+        let res = browse(&app, text(&link["shortCode"]), LONDON, DESKTOP).await;
+        assert_eq!(res.status().as_u16(), status);
+        assert_eq!(location(&res), "https://example.com/t");
+    }
+}
+
+async fn tags_search_and_archive_filter_the_list_page_by_page(app: TestApp) {
+    for (i, tags) in [
+        json!(["a"]),
+        json!(["a", "b"]),
+        json!(["b"]),
+        json!(["a"]),
+        json!([]),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let body = json!({
+            "destination": format!("https://example.com/Item-{i}"), "customSlug": format!("item{i}"),
+            "tags": tags,
+        });
+        app.create_link(&body).await;
+    }
+    let codes = |page: &Value| -> Vec<String> {
+        page["items"]
+            .as_array()
+            .map(|items| {
+                items
+                    .iter()
+                    .map(|l| text(&l["shortCode"]).to_owned())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let first = assert_ok(app.get("/links?tag=a&limit=2").await).await;
+    assert_eq!(codes(&first), ["item3", "item1"]);
+    let cursor = text(&first["nextCursor"]).to_owned();
+    let second = assert_ok(
+        app.get(&format!("/links?tag=a&limit=2&cursor={cursor}"))
+            .await,
+    )
+    .await;
+    assert_eq!(codes(&second), ["item0"]);
+    assert!(second["nextCursor"].is_null());
+    let page = assert_ok(app.get("/links?tag=nobody").await).await;
+    assert_eq!(codes(&page), Vec::<String>::new());
+
+    // Search: code or destination, any case; wildcards are literal.
+    let page = assert_ok(app.get("/links?search=ITEM-2").await).await;
+    assert_eq!(codes(&page), ["item2"]);
+    let page = assert_ok(app.get("/links?search=item4").await).await;
+    assert_eq!(codes(&page), ["item4"]);
+    let page = assert_ok(app.get("/links?search=%25").await).await;
+    assert_eq!(codes(&page), Vec::<String>::new());
+    let page = assert_ok(app.get("/links?search=item&tag=b").await).await;
+    assert_eq!(codes(&page), ["item2", "item1"]);
+
+    // Archived: left out unless asked for; a tag change moves a link between filters.
+    assert_ok(
+        app.patch_json("/links/item3", &json!({"archived": true, "tags": ["b"]}))
+            .await,
+    )
+    .await;
+    let page = assert_ok(app.get("/links?tag=a").await).await;
+    assert_eq!(codes(&page), ["item1", "item0"]);
+    let page = assert_ok(app.get("/links?tag=b").await).await;
+    assert_eq!(codes(&page), ["item2", "item1"]);
+    let page = assert_ok(app.get("/links?tag=b&archived=true").await).await;
+    assert_eq!(codes(&page), ["item3", "item2", "item1"]);
+    assert_eq!(
+        browse(&app, "item3", LONDON, DESKTOP).await.status(),
+        302,
+        "still redirects"
+    );
+    let page = assert_ok(app.get("/links").await).await;
+    assert_eq!(page["items"].as_array().map(Vec::len), Some(4));
+
+    // A deleted link leaves its tags' index.
+    assert_ok(app.delete("/links/item2").await).await;
+    let page = assert_ok(app.get("/links?tag=b").await).await;
+    assert_eq!(codes(&page), ["item1"]);
+}
+
+async fn a_new_slug_frees_the_old_one_at_once(app: TestApp) {
+    app.create_link(&json!({"destination": "https://example.com/1", "customSlug": "first"}))
+        .await;
+    app.create_link(&json!({"destination": "https://example.com/2", "customSlug": "taken"}))
+        .await;
+    // Seen by the redirect (and cached, where there is a cache) before the change.
+    assert_eq!(browse(&app, "first", LONDON, DESKTOP).await.status(), 302);
+    assert_eq!(browse(&app, "renamed", LONDON, DESKTOP).await.status(), 404);
+
+    let link = assert_ok(
+        app.patch_json("/links/first", &json!({"customSlug": "renamed"}))
+            .await,
+    )
+    .await;
+    assert_eq!(link["shortCode"], "renamed");
+    assert!(text(&link["shortUrl"]).ends_with("/renamed"));
+    assert_eq!(browse(&app, "first", LONDON, DESKTOP).await.status(), 404);
+    let res = browse(&app, "renamed", LONDON, DESKTOP).await;
+    assert_eq!(
+        (res.status().as_u16(), location(&res)),
+        (302, "https://example.com/1")
+    );
+    assert_error(app.get("/links/first").await, 404, "NOT_FOUND").await;
+    assert_eq!(
+        app.wait_for_clicks("renamed", 2).await,
+        2,
+        "the clicks stay with the link"
+    );
+
+    // The old code is free at once; a taken one is a conflict that changes nothing.
+    app.create_link(&json!({"destination": "https://example.com/3", "customSlug": "first"}))
+        .await;
+    let res = app
+        .patch_json(
+            "/links/renamed",
+            &json!({"customSlug": "taken", "title": "x"}),
+        )
+        .await;
+    assert_error(res, 409, "SLUG_CONFLICT").await;
+    let link = assert_ok(app.get("/links/renamed").await).await;
+    assert!(link["title"].is_null(), "nothing changed: {link}");
+    let res = browse(&app, "taken", LONDON, DESKTOP).await;
+    assert_eq!(location(&res), "https://example.com/2");
+    // The same slug again is no change at all.
+    let res = app
+        .patch_json("/links/renamed", &json!({"customSlug": "renamed"}))
+        .await;
+    assert_eq!(assert_ok(res).await["shortCode"], "renamed");
+    let res = send(
+        app.api(Method::PATCH, "/links/renamed")
+            .json(&json!({"customSlug": "a/b"})),
+    )
+    .await;
+    assert_invalid(res, &["customSlug"]).await;
+}

@@ -1,0 +1,209 @@
+//! `maxClicks`: how many clicks each capped link has had, so that the click past its limit is
+//! refused at once, exactly, on one instance.
+//!
+//! A capped link's count is read once per process, when it is first clicked: pending clicks are
+//! flushed first (flushes take turns), so the count read is every click so far. From then on
+//! each click this instance counts is added here before it is recorded, atomically with the
+//! check, so two concurrent clicks cannot both take the last one. On PostgreSQL, where other
+//! instances count clicks too, theirs arrive with the database: after each flush (every
+//! `FLUSH_INTERVAL`, with clicks to write or not), the counts of capped links are read again, and
+//! what this instance has written is told apart from what others have. A link may so be passed,
+//! across instances, by at most the clicks the others counted in one flush interval.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use shortlink_storage::{CounterKey, StorageError};
+use tokio::sync::OnceCell;
+
+/// One capped link's clicks.
+#[derive(Default)]
+struct Count {
+    /// Set once the link's count was read.
+    loaded: OnceCell<()>,
+    /// Clicks counted elsewhere: before this process read the count, and by other instances
+    /// since (as of the last read).
+    elsewhere: AtomicI64,
+    /// Clicks this instance counted since it read the count.
+    here: AtomicI64,
+    /// Of `here`, those written to the database (changed by flushes, which take turns).
+    written: AtomicI64,
+}
+
+impl Count {
+    fn total(&self) -> i64 {
+        self.elsewhere.load(Ordering::Acquire) + self.here.load(Ordering::Acquire)
+    }
+}
+
+/// The counts of the capped links clicked since start.
+#[derive(Default)]
+pub(crate) struct ClickLimits {
+    counts: Mutex<HashMap<CounterKey, Arc<Count>>>,
+}
+
+impl ClickLimits {
+    fn count(&self, key: CounterKey) -> Arc<Count> {
+        let mut counts = self.counts.lock().unwrap_or_else(|e| e.into_inner());
+        counts.entry(key).or_default().clone()
+    }
+
+    /// The count of `key`, read with `read` (which flushes first) the first time.
+    async fn loaded<F, Fut>(&self, key: CounterKey, read: F) -> Result<Arc<Count>, StorageError>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<i64, StorageError>>,
+    {
+        let count = self.count(key);
+        count
+            .loaded
+            .get_or_try_init(|| async {
+                count.elsewhere.store(read().await?, Ordering::Release);
+                Ok::<_, StorageError>(())
+            })
+            .await?;
+        Ok(count)
+    }
+
+    /// Takes one of the clicks left to `key` under `max`: false when none is left.
+    pub(crate) async fn take<F, Fut>(
+        &self,
+        key: CounterKey,
+        max: i64,
+        read: F,
+    ) -> Result<bool, StorageError>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<i64, StorageError>>,
+    {
+        let count = self.loaded(key, read).await?;
+        let taken = count
+            .here
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |here| {
+                (count.elsewhere.load(Ordering::Acquire) + here < max).then_some(here + 1)
+            });
+        Ok(taken.is_ok())
+    }
+
+    /// Whether `key` has had `max` clicks or more (nothing taken).
+    pub(crate) async fn reached<F, Fut>(
+        &self,
+        key: CounterKey,
+        max: i64,
+        read: F,
+    ) -> Result<bool, StorageError>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<i64, StorageError>>,
+    {
+        Ok(self.loaded(key, read).await?.total() >= max)
+    }
+
+    /// A flush wrote `clicks` on each key: those of capped links were this instance's.
+    pub(crate) fn written(&self, clicks: impl IntoIterator<Item = (CounterKey, u64)>) {
+        let counts = self.counts.lock().unwrap_or_else(|e| e.into_inner());
+        if counts.is_empty() {
+            return;
+        }
+        for (key, n) in clicks {
+            if let Some(count) = counts.get(&key) {
+                count
+                    .written
+                    .fetch_add(i64::try_from(n).unwrap_or(i64::MAX), Ordering::AcqRel);
+            }
+        }
+    }
+
+    /// Whether any capped link was clicked (flushes then tell what they wrote).
+    pub(crate) fn is_tracking(&self) -> bool {
+        !self
+            .counts
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_empty()
+    }
+
+    /// The capped links whose counts were read.
+    pub(crate) fn keys(&self) -> Vec<CounterKey> {
+        let counts = self.counts.lock().unwrap_or_else(|e| e.into_inner());
+        (counts.iter())
+            .filter(|(_, count)| count.loaded.initialized())
+            .map(|(key, _)| *key)
+            .collect()
+    }
+
+    /// The database's counts of capped links, read right after a flush: what is not this
+    /// instance's written clicks was counted elsewhere. A link that is gone is forgotten.
+    pub(crate) fn refreshed(&self, keys: &[CounterKey], stored: &HashMap<CounterKey, i64>) {
+        let mut counts = self.counts.lock().unwrap_or_else(|e| e.into_inner());
+        for key in keys {
+            match stored.get(key) {
+                Some(total) => {
+                    if let Some(count) = counts.get(key) {
+                        let elsewhere = total - count.written.load(Ordering::Acquire);
+                        count.elsewhere.store(elsewhere, Ordering::Release);
+                    }
+                }
+                None => {
+                    counts.remove(key);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn read(n: i64) -> Result<i64, StorageError> {
+        Ok(n)
+    }
+
+    #[tokio::test]
+    async fn the_click_past_the_limit_is_refused() {
+        let limits = ClickLimits::default();
+        let key = CounterKey(7);
+        // One click before the count was read, then two of the three are left.
+        assert!(!limits.reached(key, 3, || read(1)).await.unwrap());
+        assert!(limits.take(key, 3, || read(99)).await.unwrap(), "read once");
+        assert!(!limits.reached(key, 3, || read(99)).await.unwrap());
+        assert!(limits.take(key, 3, || read(99)).await.unwrap());
+        assert!(limits.reached(key, 3, || read(99)).await.unwrap());
+        assert!(!limits.take(key, 3, || read(99)).await.unwrap());
+    }
+
+    #[tokio::test]
+    async fn clicks_counted_elsewhere_arrive_with_a_refresh() {
+        let limits = ClickLimits::default();
+        let key = CounterKey(1);
+        assert!(limits.take(key, 10, || read(0)).await.unwrap());
+        assert!(limits.take(key, 10, || read(0)).await.unwrap());
+        limits.written([(key, 2), (CounterKey(2), 5)]);
+        // The database has our 2 and another instance's 7.
+        limits.refreshed(&limits.keys(), &HashMap::from([(key, 9)]));
+        assert!(!limits.reached(key, 10, || read(0)).await.unwrap());
+        assert!(limits.take(key, 10, || read(0)).await.unwrap());
+        assert!(!limits.take(key, 10, || read(0)).await.unwrap());
+        // Deleted: forgotten.
+        limits.refreshed(&[key], &HashMap::new());
+        assert!(limits.keys().is_empty());
+    }
+
+    #[tokio::test]
+    async fn concurrent_clicks_take_exactly_what_is_left() {
+        let limits = Arc::new(ClickLimits::default());
+        let tasks: Vec<_> = (0..200)
+            .map(|_| {
+                let limits = limits.clone();
+                tokio::spawn(async move { limits.take(CounterKey(3), 50, || read(0)).await })
+            })
+            .collect();
+        let mut taken = 0;
+        for task in tasks {
+            taken += usize::from(task.await.unwrap().unwrap());
+        }
+        assert_eq!(taken, 50);
+    }
+}

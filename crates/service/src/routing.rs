@@ -1,0 +1,139 @@
+//! Where the redirect of a link with rules (expiry, click limit, password, preview, targeting)
+//! sends one visitor: [`Service::route`], and [`Service::unlock`] for its password. A plain link
+//! needs none of this: its redirect follows the destination.
+
+use std::net::IpAddr;
+
+use shortlink_domain::{Destination, Password, RedirectRules, RedirectType};
+use shortlink_storage::RedirectTarget;
+
+use crate::{Service, ServiceError, passwords};
+
+/// What the redirect knows of the visitor.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Visitor<'a> {
+    /// The `User-Agent` header.
+    pub user_agent: Option<&'a str>,
+    /// The client address (behind trusted proxies).
+    pub address: Option<IpAddr>,
+    /// A known bot or link-preview crawler.
+    pub crawler: bool,
+    /// Whether this visit counts as a click (a browser's GET).
+    pub counts: bool,
+    /// Whether the visitor gave the link's password with this request.
+    pub unlocked: bool,
+}
+
+/// How the redirect answers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Route {
+    /// The link is expired (by time or by clicks): to the link's `expiredUrl`, or the 410 page.
+    Expired(Option<Destination>),
+    /// The password form.
+    Password,
+    /// The link preview page, for a crawler.
+    Preview,
+    /// The redirect.
+    Redirect {
+        /// Where to, for this visitor.
+        to: Destination,
+        /// With which status.
+        status: RedirectType,
+        /// Whether the caller records the visit as a click (its place under `maxClicks` is
+        /// taken already).
+        counted: bool,
+    },
+}
+
+/// What became of a password attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unlock {
+    /// Right: the redirect follows.
+    Right,
+    /// Wrong; counted against the link's and the address's budgets.
+    Wrong,
+    /// A budget is spent: not even checked.
+    TooMany,
+}
+
+impl Service {
+    /// Where the redirect of `link` (whose rules are `rules`) sends `visitor`. Expiry comes
+    /// first, then the password, then a crawler's preview, then the click limit (a counted
+    /// visit takes its place), then targeting: the visitor's system, else their country.
+    pub async fn route(
+        &self,
+        link: &RedirectTarget,
+        rules: &RedirectRules,
+        visitor: &Visitor<'_>,
+    ) -> Result<Route, ServiceError> {
+        let expired = || Ok(Route::Expired(rules.expired_url.clone()));
+        if rules.expired_at(self.now()) {
+            return expired();
+        }
+        let clicks = self.click_counter();
+        let (store, base, wake) = self.click_context();
+        let max = rules.max_clicks.map(|m| m.get());
+        if let Some(max) = max
+            && clicks.capped_out(store, base, wake, link, max).await?
+        {
+            return expired();
+        }
+        if rules.password.is_some() && !visitor.unlocked {
+            return Ok(Route::Password);
+        }
+        if visitor.crawler && rules.preview.is_set() {
+            return Ok(Route::Preview);
+        }
+        if let Some(max) = max
+            && visitor.counts
+            && !clicks.take_capped(store, base, wake, link, max).await?
+        {
+            return expired();
+        }
+        let enricher = self.enricher();
+        let os = match rules.targets_devices() {
+            true => enricher.target_os(visitor.user_agent),
+            false => None,
+        };
+        let country = match (rules.targets_countries(), visitor.address) {
+            (true, Some(address)) => enricher.country(address),
+            _ => None,
+        };
+        Ok(Route::Redirect {
+            to: (rules.destination_for(&link.destination, os, country.as_deref())).clone(),
+            status: rules.redirect_type,
+            counted: visitor.counts,
+        })
+    }
+
+    /// Checks a password given for `link` by a client at `address`, within the budgets of
+    /// wrong attempts (see [`crate::ATTEMPTS_PER_ADDRESS`]); hashing runs off the async workers.
+    pub async fn unlock(
+        &self,
+        link: &RedirectTarget,
+        rules: &RedirectRules,
+        address: Option<IpAddr>,
+        attempt: String,
+    ) -> Unlock {
+        let Some(hash) = rules.password.clone() else {
+            return Unlock::Right;
+        };
+        let attempts = self.wrong_attempts();
+        if attempts.exhausted(link.counter, address) {
+            return Unlock::TooMany;
+        }
+        if passwords::verify(hash, attempt).await {
+            return Unlock::Right;
+        }
+        attempts.record(link.counter, address);
+        Unlock::Wrong
+    }
+
+    /// Hashes a link's password for storage (Argon2id, off the async workers).
+    pub async fn hash_password(
+        &self,
+        password: Password,
+    ) -> Result<shortlink_domain::PasswordHash, ServiceError> {
+        passwords::hash(password).await
+    }
+}
