@@ -73,7 +73,11 @@ impl FromRequest for Authenticated {
                 None => None,
             };
             let Some(key) = found else {
-                return Err(match state.auth_failures.record_failure(addr) {
+                let over = state
+                    .rate_limiter
+                    .auth_failure(addr, &state.auth_failures)
+                    .await;
+                return Err(match over {
                     Some(retry_after) => ApiError::RateLimited { retry_after },
                     None => ApiError::Unauthorized,
                 });

@@ -289,6 +289,11 @@ pub fn document(base: &BaseUrl) -> Value {
         props["title"]["pattern"] = json!(NO_CONTROL);
         props["description"]["pattern"] = json!(NO_CONTROL_BUT_LINES);
     }
+    if let Some(params) = doc["paths"]["/api/v1/links"]["get"]["parameters"].as_array_mut() {
+        for param in params.iter_mut().filter(|p| p["name"] == "tag") {
+            param["schema"]["pattern"] = json!(TAG);
+        }
+    }
     let event = |kind: EventKind, schema: &str| {
         json!({ "post": {
             "summary": format!("`{kind}`, POSTed to subscribed endpoints, signed per Standard Webhooks"),

@@ -37,10 +37,22 @@ pub struct Decision {
 /// A boxed future, so the trait can be used as `dyn` by the extractor.
 pub type DecisionFuture<'a> = Pin<Box<dyn Future<Output = Decision> + Send + 'a>>;
 
-/// Admits or refuses one request of a workspace under its plan.
+/// What counting a failed authentication tells: the seconds to wait when the address is over
+/// its budget.
+pub type FailureFuture<'a> = Pin<Box<dyn Future<Output = Option<u64>> + Send + 'a>>;
+
+/// Admits or refuses one request of a workspace under its plan, and counts failed
+/// authentications per client address.
 pub trait RateLimiter: Send + Sync + 'static {
     /// Counts one request of `workspace` against `rate`.
     fn check(&self, workspace: WorkspaceId, rate: RateLimit) -> DecisionFuture<'_>;
+
+    /// Counts a failed authentication from `addr` against its budget (`guard`'s, on this
+    /// instance, unless the budget is shared); the wait when this one went over it, after which
+    /// `guard` refuses the address on this instance until the wait is over.
+    fn auth_failure<'a>(&'a self, addr: IpAddr, guard: &'a AuthFailureGuard) -> FailureFuture<'a> {
+        Box::pin(std::future::ready(guard.record_failure(addr)))
+    }
 
     /// Whether the limits are shared with other instances right now: `None` when they never
     /// are (this limiter is the instance's own).
@@ -135,6 +147,7 @@ pub struct AuthFailureGuard {
     failures: Gcra<IpAddr, governor::state::keyed::DefaultKeyedStateStore<IpAddr>, DefaultClock>,
     blocked: moka::sync::Cache<IpAddr, std::time::Instant>,
     clock: DefaultClock,
+    per_minute: u32,
 }
 
 impl Default for AuthFailureGuard {
@@ -148,6 +161,7 @@ impl AuthFailureGuard {
     pub fn new(per_minute: u32) -> Self {
         let per_minute = NonZeroU32::new(per_minute).unwrap_or(NonZeroU32::MIN);
         Self {
+            per_minute: per_minute.get(),
             failures: Gcra::keyed(Quota::per_minute(per_minute)),
             blocked: moka::sync::Cache::builder()
                 .max_capacity(100_000)
@@ -169,9 +183,19 @@ impl AuthFailureGuard {
         let Err(not_until) = self.failures.check_key(&addr) else {
             return None;
         };
-        let wait = not_until.wait_time_from(self.clock.now());
+        Some(self.block(addr, not_until.wait_time_from(self.clock.now())))
+    }
+
+    /// Refuses `addr` for `wait` (its budget is spent, here or on the instances together);
+    /// returns the wait in whole seconds.
+    pub fn block(&self, addr: IpAddr, wait: Duration) -> u64 {
         self.blocked.insert(addr, std::time::Instant::now() + wait);
-        Some(ceil_secs(wait).max(1))
+        ceil_secs(wait).max(1)
+    }
+
+    /// Failures allowed per address per minute.
+    pub fn per_minute(&self) -> u32 {
+        self.per_minute
     }
 
     /// Forgets addresses whose budget is full again (call now and then).

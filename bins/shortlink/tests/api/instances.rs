@@ -9,6 +9,7 @@ use serde_json::json;
 use shortlink_storage::testing::TestDatabase;
 
 use crate::helpers::{Setup, TestApp, assert_error, assert_ok, poll, send, text};
+use crate::redis::Redis;
 
 /// Two servers on one fresh PostgreSQL database, or `None` (reported) without one.
 async fn two_servers(test: &str) -> Option<(TestApp, TestApp)> {
@@ -166,68 +167,6 @@ async fn a_server_that_loses_the_channel_keeps_links_for_a_second_and_resynchron
     follows(&second, "cut", 302, Some("https://example.com/three")).await;
 }
 
-/// A Redis server of the test's own, on a free port, that the test can stop and start again.
-struct Redis {
-    port: u16,
-    process: Option<std::process::Child>,
-}
-
-impl Redis {
-    fn start() -> Self {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port();
-        let mut redis = Redis {
-            port,
-            process: None,
-        };
-        redis.run();
-        redis
-    }
-
-    fn run(&mut self) {
-        let child = std::process::Command::new("redis-server")
-            .args([
-                "--port",
-                &self.port.to_string(),
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-            ])
-            .stdout(std::process::Stdio::null())
-            .spawn()
-            .expect("redis-server starts (it is installed where the tests run)");
-        self.process = Some(child);
-        for _ in 0..100 {
-            if std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        panic!("redis-server did not listen on {}", self.port);
-    }
-
-    fn stop(&mut self) {
-        if let Some(mut child) = self.process.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-
-    fn url(&self) -> &'static str {
-        // A server's setup holds `'static` text; one per test.
-        Box::leak(format!("redis://127.0.0.1:{}", self.port).into_boxed_str())
-    }
-}
-
-impl Drop for Redis {
-    fn drop(&mut self) {
-        self.stop();
-    }
-}
-
 async fn rate_limits(app: &TestApp) -> String {
     let ready = assert_ok(send(app.client.get(app.url("/readyz"))).await).await;
     text(&ready["rateLimits"]).to_owned()
@@ -311,4 +250,35 @@ async fn max_clicks_counts_every_instance_clicks() {
     assert!(caught_up.is_some(), "the first server sees the link spent");
     assert_eq!(first.visit("four").await.status(), 410);
     assert_eq!(first.wait_for_clicks("four", 4).await, 4);
+}
+
+#[tokio::test]
+async fn with_redis_the_failed_authentication_budget_holds_across_instances() {
+    let Some(db) = TestDatabase::postgres(concat!(module_path!(), "::auth_budget")).await else {
+        return;
+    };
+    let redis = Redis::start();
+    let setup = Setup {
+        base_url: Some("https://sho.rt"),
+        redis_url: Some(redis.url()),
+        ..Setup::default()
+    };
+    let second_db = db.shared();
+    let first = TestApp::spawn_with(db, setup).await;
+    let url = second_db.url.clone();
+    let second = TestApp::spawn_reaching(second_db, &url, setup).await;
+    let budget = shortlink_http::ratelimit::AUTH_FAILURES_PER_MINUTE;
+    let guess = |app: &TestApp| send(app.api_as("sk_wrong", Method::GET, "/links"));
+
+    // Half the budget spent on the first server, the rest on the second: the next wrong key is
+    // over the budget of both together.
+    for i in 0..budget {
+        let app = if i < budget / 2 { &first } else { &second };
+        assert_error(guess(app).await, 401, "UNAUTHORIZED").await;
+    }
+    assert_error(guess(&second).await, 429, "RATE_LIMIT_EXCEEDED").await;
+    // Blocked there now, even with a valid key; and the first refuses the next wrong one.
+    assert_error(second.get("/links").await, 429, "RATE_LIMIT_EXCEEDED").await;
+    assert_error(guess(&first).await, 429, "RATE_LIMIT_EXCEEDED").await;
+    assert_error(first.get("/links").await, 429, "RATE_LIMIT_EXCEEDED").await;
 }

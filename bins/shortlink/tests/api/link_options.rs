@@ -106,7 +106,7 @@ async fn every_option_is_returned_and_null_clears_it(app: TestApp) {
         "destination": "https://example.com/all",
         "customSlug": "all",
         "expiresAt": "2099-01-01T01:00:00+01:00",
-        "maxClicks": 100,
+        "maxClicks": 100.0,
         "expiredUrl": "https://example.com/over",
         "password": "open sesame",
         "redirectType": 307,

@@ -15,4 +15,6 @@ mod links;
 mod qr;
 mod rate_limit;
 mod redirect;
+#[path = "../support/redis.rs"]
+mod redis;
 mod webhooks_api;

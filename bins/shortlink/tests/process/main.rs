@@ -5,8 +5,11 @@ mod cli;
 mod dashboard;
 mod first_run;
 mod helpers;
+mod instances;
 mod logging;
 mod metrics;
+#[path = "../support/redis.rs"]
+mod redis;
 mod shutdown;
 mod transport_refusals;
 mod webhooks;

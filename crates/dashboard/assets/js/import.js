@@ -124,11 +124,11 @@ function resultTable(rows) {
         : h("td", { "data-label": "Result", class: "state-failed" }, explain(row.result?.error)))))));
 }
 
-/** The error in words: its message, and each detail that says more. */
+/** The error in words: each field it names with what is wrong with it, or its message. */
 function explain(error) {
   if (!error) return "Not sent";
-  const more = (error.details ?? []).filter((d) => d.message !== error.message).map((d) => `${d.field}: ${d.message}`);
-  return [error.message, ...more].join(" — ");
+  const details = (error.details ?? []).map((d) => `${d.field}: ${d.message}`);
+  return details.length ? details.join(" — ") : error.message;
 }
 
 function downloadFailed(header, failed) {

@@ -1,9 +1,16 @@
-//! The workspace rate limit shared by every instance through Redis (`--redis-url`): the same GCRA
-//! as [`LocalRateLimiter`], its state one key per workspace, checked and updated by one Lua
-//! script, so one round trip per request decides for all instances together (Redis's own clock
-//! keeps the instances' clocks out of it). While Redis does not answer, each instance limits on
-//! its own, says so once in the log and in `/readyz`, and tries Redis again a second later.
+//! The workspace rate limit and the failed-authentication budget, shared by every instance
+//! through Redis (`--redis-url`): the same GCRA as [`LocalRateLimiter`], its state one key per
+//! workspace (or per client address), checked and updated by one Lua script, so one round trip
+//! per request decides for all instances together (Redis's own clock keeps the instances' clocks
+//! out of it). While Redis does not answer, each instance limits on its own, says so once in the
+//! log and in `/readyz`, and tries Redis again a second later.
+//!
+//! A failed authentication is counted in Redis; the one that spends an address's budget blocks
+//! the address on the instance that saw it, and every later failure from it, on any instance,
+//! is over the budget too and blocks it there. So the instances together allow the budget, not
+//! the budget each.
 
+use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -11,14 +18,17 @@ use redis::aio::ConnectionManager;
 use shortlink_domain::{RateLimit, WorkspaceId};
 use tokio::sync::OnceCell;
 
-use super::{Decision, DecisionFuture, LocalRateLimiter, RateLimiter};
+use super::{
+    AuthFailureGuard, Decision, DecisionFuture, FailureFuture, LocalRateLimiter, RateLimiter,
+};
 
-/// GCRA with a burst of one second's rate. KEYS[1]: the workspace's key; ARGV[1]: its rate per
-/// second. Answers {allowed (0|1), remaining, reset_ms, retry_after_ms}.
+/// GCRA with a burst of one window's rate. KEYS[1]: the limited key; ARGV[1]: its rate per
+/// window; ARGV[2]: the window in milliseconds. Answers {allowed (0|1), remaining, reset_ms,
+/// retry_after_ms}.
 const GCRA: &str = r"
 local rate = tonumber(ARGV[1])
-local period = 1000 / rate
-local tolerance = rate * period
+local tolerance = tonumber(ARGV[2])
+local period = tolerance / rate
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 local tat = tonumber(redis.call('GET', KEYS[1])) or now
@@ -69,10 +79,12 @@ impl RedisRateLimiter {
         u64::try_from(self.since.elapsed().as_millis()).unwrap_or(u64::MAX)
     }
 
+    /// Runs the GCRA on `key`, `rate` per `window`, in Redis.
     async fn shared_decision(
         &self,
-        workspace: WorkspaceId,
-        per_second: u32,
+        key: String,
+        rate: u32,
+        window: Duration,
     ) -> Result<Decision, String> {
         let connect = self
             .connection
@@ -82,9 +94,8 @@ impl RedisRateLimiter {
             .map_err(|_| "no connection in time".to_owned())?
             .map_err(|e| e.to_string())?
             .clone();
-        let key = format!("shortlink:ratelimit:{workspace}");
         let mut invocation = self.script.key(key);
-        invocation.arg(per_second);
+        invocation.arg(rate).arg(window.as_millis() as u64);
         let run = invocation.invoke_async(&mut connection);
         let (allowed, remaining, reset_ms, retry_ms): (i64, i64, i64, i64) =
             tokio::time::timeout(ANSWER_WITHIN, run)
@@ -94,7 +105,7 @@ impl RedisRateLimiter {
         let seconds = |ms: i64| u64::try_from(ms).unwrap_or(0).div_ceil(1000);
         Ok(Decision {
             allowed: allowed == 1,
-            limit: per_second,
+            limit: rate,
             remaining: u32::try_from(remaining).unwrap_or(0),
             reset: seconds(reset_ms),
             retry_after: if allowed == 1 {
@@ -103,6 +114,26 @@ impl RedisRateLimiter {
                 seconds(retry_ms).max(1)
             },
         })
+    }
+
+    /// The shared decision, unless Redis was found not to answer within the last
+    /// [`RETRY_AFTER`] or does not answer now (`None`: decide on this instance).
+    async fn shared(&self, key: String, rate: u32, window: Duration) -> Option<Decision> {
+        if self.now() < self.skip_until.load(Ordering::Relaxed) {
+            return None;
+        }
+        match self.shared_decision(key, rate, window).await {
+            Ok(decision) => {
+                self.note(true, None);
+                Some(decision)
+            }
+            Err(why) => {
+                let until = self.now() + RETRY_AFTER.as_millis() as u64;
+                self.skip_until.store(until, Ordering::Relaxed);
+                self.note(false, Some(&why));
+                None
+            }
+        }
     }
 
     fn note(&self, shared: bool, why: Option<&str>) {
@@ -121,20 +152,28 @@ impl RedisRateLimiter {
 impl RateLimiter for RedisRateLimiter {
     fn check(&self, workspace: WorkspaceId, rate: RateLimit) -> DecisionFuture<'_> {
         Box::pin(async move {
-            if self.now() >= self.skip_until.load(Ordering::Relaxed) {
-                match self.shared_decision(workspace, rate.per_second()).await {
-                    Ok(decision) => {
-                        self.note(true, None);
-                        return decision;
-                    }
-                    Err(why) => {
-                        let until = self.now() + RETRY_AFTER.as_millis() as u64;
-                        self.skip_until.store(until, Ordering::Relaxed);
-                        self.note(false, Some(&why));
-                    }
-                }
+            let key = format!("shortlink:ratelimit:{workspace}");
+            match self
+                .shared(key, rate.per_second(), Duration::from_secs(1))
+                .await
+            {
+                Some(decision) => decision,
+                None => self.local.check(workspace, rate).await,
             }
-            self.local.check(workspace, rate).await
+        })
+    }
+
+    fn auth_failure<'a>(&'a self, addr: IpAddr, guard: &'a AuthFailureGuard) -> FailureFuture<'a> {
+        Box::pin(async move {
+            let key = format!("shortlink:authfailures:{addr}");
+            let minute = Duration::from_secs(60);
+            match self.shared(key, guard.per_minute(), minute).await {
+                Some(decision) if decision.allowed => None,
+                Some(decision) => {
+                    Some(guard.block(addr, Duration::from_secs(decision.retry_after)))
+                }
+                None => guard.record_failure(addr),
+            }
         })
     }
 

@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Deserializer};
 use shortlink_domain::{
-    BaseUrl, CountryCode, Destination, LinkPatch, MaxClicks, Password, Preview, RedirectType, Slug,
-    Tags, parse_expires_at,
+    BaseUrl, CountryCode, Destination, LinkPatch, MaxClicks, OptionError, Password, Preview,
+    RedirectType, Slug, Tags, parse_expires_at,
 };
 use utoipa::ToSchema;
 
@@ -37,7 +37,7 @@ macro_rules! link_body {
             /// 1 to 10^12: after that many counted clicks the link is expired.
             #[serde(default, deserialize_with = "nullable")]
             #[schema(value_type = Option<i64>, minimum = 1, maximum = 1_000_000_000_000_i64)]
-            pub max_clicks: Option<Option<i64>>,
+            pub max_clicks: Option<Option<serde_json::Number>>,
             /// Where an expired link redirects (302); without it, an expired link answers 410.
             #[serde(default, deserialize_with = "nullable")]
             #[schema(value_type = Option<String>, format = "uri")]
@@ -141,7 +141,7 @@ link_body! {
 /// The option fields of a body.
 struct OptionFields {
     expires_at: Option<Option<String>>,
-    max_clicks: Option<Option<i64>>,
+    max_clicks: Option<Option<serde_json::Number>>,
     expired_url: Option<Option<String>>,
     password: Option<Option<String>>,
     redirect_type: Option<Option<u16>>,
@@ -252,7 +252,9 @@ fn options_of(checker: &mut Checker<'_>, o: OptionFields) -> ValidBody {
         destination: None,
         slug: None,
         expires_at: checker.nullable("expiresAt", o.expires_at, |s| parse_expires_at(&s)),
-        max_clicks: checker.nullable("maxClicks", o.max_clicks, MaxClicks::new),
+        max_clicks: checker.nullable("maxClicks", o.max_clicks, |n| {
+            whole(&n).map_or(Err(OptionError::MaxClicks), MaxClicks::new)
+        }),
         expired_url: checker.url("expiredUrl", o.expired_url),
         password: None,
         redirect_type: checker
@@ -273,6 +275,14 @@ fn options_of(checker: &mut Checker<'_>, o: OptionFields) -> ValidBody {
     };
     let password = checker.nullable("password", o.password, |s| Password::parse(&s));
     ValidBody { patch, password }
+}
+
+/// A JSON number that is a whole one (`5` or `5.0`: JSON does not tell them apart), as an i64.
+fn whole(n: &serde_json::Number) -> Option<i64> {
+    n.as_i64().or_else(|| {
+        let f = n.as_f64()?;
+        (f.fract() == 0.0 && f.abs() < 9.0e15).then_some(f as i64)
+    })
 }
 
 /// `geo`'s countries and destinations.
