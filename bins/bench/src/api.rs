@@ -95,6 +95,19 @@ impl ApiClient {
             .collect()
     }
 
+    /// POST `/api/v1/webhooks`: an endpoint at `target` for `link.created`.
+    pub async fn create_webhook(&mut self, target: &str) -> anyhow::Result<()> {
+        let body = serde_json::json!({"targetUrl": target, "events": ["link.created"]});
+        let (status, body) = self.post("/api/v1/webhooks", &body).await?;
+        if status != StatusCode::OK {
+            bail!(
+                "webhook creation answered {status}: {}",
+                String::from_utf8_lossy(&body)
+            );
+        }
+        Ok(())
+    }
+
     /// PATCH `/api/v1/links/{code}` with `changes`.
     pub async fn change(&mut self, code: &str, changes: &serde_json::Value) -> anyhow::Result<()> {
         let path = format!("/api/v1/links/{code}");

@@ -7,6 +7,7 @@ mod baseline;
 mod clicks;
 mod cpus;
 mod create;
+mod deliveries;
 mod http;
 mod load;
 mod postgres;

@@ -7,6 +7,8 @@ use std::path::Path;
 use anyhow::Context;
 use serde::Serialize;
 
+use crate::deliveries::DeliveryFigure;
+
 use crate::clicks::ClickCheck;
 use crate::create::{CreationFigure, Mode};
 use crate::load::LoadResult;
@@ -192,6 +194,8 @@ pub struct Summary {
     pub creation: Vec<CreationFigure>,
     /// How the shortlink databases were filled (a second view of creation cost at scale).
     pub seeding: Vec<SeedFigure>,
+    /// Webhook deliveries to a receiver on this machine.
+    pub deliveries: DeliveryFigure,
     /// The targets, met or not.
     pub targets: Vec<Target>,
 }
@@ -211,6 +215,7 @@ impl Summary {
         clicks: Vec<ClickReport>,
         creation: Vec<CreationFigure>,
         seeding: Vec<SeedFigure>,
+        deliveries: DeliveryFigure,
     ) -> anyhow::Result<Self> {
         let (base, small) = match redirect.as_slice() {
             [base, small, ..] => (base, small),
@@ -321,6 +326,21 @@ impl Summary {
                 });
             }
         }
+        targets.push(Target {
+            name: "webhook deliveries to a local receiver".into(),
+            wanted: ">= 3,000/s".into(),
+            reached: format!("{}/s", thousands(deliveries.per_second)),
+            met: deliveries.per_second >= 3_000.0,
+        });
+        targets.push(Target {
+            name: format!(
+                "another workspace's first delivery behind {} events",
+                thousands(deliveries.events as f64)
+            ),
+            wanted: "<= 1,000 ms".into(),
+            reached: format!("{:.0} ms", deliveries.other_first_delivery_ms),
+            met: deliveries.other_first_delivery_ms <= 1_000.0,
+        });
         Ok(Self {
             machine,
             load,
@@ -331,6 +351,7 @@ impl Summary {
             clicks,
             creation,
             seeding,
+            deliveries,
             targets,
         })
     }
@@ -464,6 +485,15 @@ impl Summary {
                 c.server_cpu_micros_per_link
             );
         }
+        let d = &self.deliveries;
+        let _ = writeln!(
+            out,
+            "\nwebhook deliveries: {} events in {:.2} s, {}/s; another workspace's first after {:.0} ms",
+            thousands(d.events as f64),
+            d.seconds,
+            thousands(d.per_second),
+            d.other_first_delivery_ms
+        );
         for s in &self.seeding {
             let _ = writeln!(
                 out,

@@ -145,6 +145,8 @@ pub async fn run(options: &RunOptions) -> anyhow::Result<Summary> {
         unrecorded.figure,
         optioned.figure,
     ];
+    let deliveries =
+        crate::deliveries::measure(&bench.bin, &bench.scratch.path(""), BASE_URL).await?;
     let sqlite = sqlite_url(&bench.scratch.path("create.db"));
     let mut created = bench.creation("sqlite", &sqlite).await?;
     if let Some(admin_url) = &options.postgres_url {
@@ -183,6 +185,7 @@ pub async fn run(options: &RunOptions) -> anyhow::Result<Summary> {
         click_reports,
         created,
         seeding,
+        deliveries,
     )
 }
 

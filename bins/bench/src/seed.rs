@@ -49,17 +49,22 @@ fn shortlink_cli(bin: &Path, database_url: &str, args: &[&str]) -> anyhow::Resul
 
 /// Creates the bench workspace and returns a fresh API key for it.
 pub fn workspace_and_key(bin: &Path, database_url: &str) -> anyhow::Result<String> {
+    named_workspace_and_key(bin, database_url, WORKSPACE)
+}
+
+/// Creates a second workspace and returns a fresh API key for it.
+pub fn other_workspace_and_key(bin: &Path, database_url: &str) -> anyhow::Result<String> {
+    named_workspace_and_key(bin, database_url, "bench-other")
+}
+
+fn named_workspace_and_key(bin: &Path, database_url: &str, name: &str) -> anyhow::Result<String> {
     let rate = RATE_LIMIT.to_string();
     shortlink_cli(
         bin,
         database_url,
-        &["workspace", "create", WORKSPACE, "--rate-limit", &rate],
+        &["workspace", "create", name, "--rate-limit", &rate],
     )?;
-    let key = shortlink_cli(
-        bin,
-        database_url,
-        &["key", "create", "--workspace", WORKSPACE],
-    )?;
+    let key = shortlink_cli(bin, database_url, &["key", "create", "--workspace", name])?;
     if !key.starts_with("sk_") {
         bail!("`shortlink key create` printed no key");
     }

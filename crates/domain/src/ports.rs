@@ -60,11 +60,12 @@ pub trait DeliveryQueue: Clone + Send + Sync + 'static {
         lease_until: Timestamp,
     ) -> impl Future<Output = Result<Vec<ClaimedDelivery>, Self::Error>> + Send;
 
-    /// Records an attempt and moves the delivery on; ends its lease. Keeps the endpoint's count
-    /// of consecutive failed deliveries and disables it at the limit.
-    fn record_attempt(
+    /// Records attempts, each moving its delivery on and ending its lease, together (one
+    /// transaction: a worker records what its attempts ended in as a batch). Keeps each
+    /// endpoint's count of consecutive failed deliveries and disables it at the limit.
+    fn record_attempts(
         &self,
-        attempt: &AttemptRecord,
+        attempts: &[AttemptRecord],
     ) -> impl Future<Output = Result<(), Self::Error>> + Send;
 
     /// Ends the lease of a delivery that was claimed but not attempted (graceful stop), so

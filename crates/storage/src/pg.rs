@@ -23,14 +23,16 @@ pub(crate) mod queries;
 pub(crate) mod changes;
 pub(crate) mod partitions;
 
-/// Selects due deliveries and locks their rows for the caller's transaction, skipping rows
-/// another process has locked: several servers claim side by side without taking the same one.
+/// Selects an endpoint's due deliveries and locks their rows for the caller's transaction,
+/// skipping rows another process has locked: several servers claim side by side without taking
+/// the same one.
 pub(crate) async fn lock_due(
     c: &mut Conn,
+    webhook: &str,
     now: i64,
     limit: i64,
-) -> QueryResult<Vec<(String, String)>> {
-    queries::due(now, limit)
+) -> QueryResult<Vec<String>> {
+    queries::due(webhook, now, limit)
         .for_update()
         .skip_locked()
         .load(c)

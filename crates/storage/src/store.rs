@@ -958,9 +958,9 @@ impl DeliveryQueue for Store {
             .await
     }
 
-    async fn record_attempt(&self, attempt: &AttemptRecord) -> Result<(), StorageError> {
-        let attempt = attempt.clone();
-        self.detached(|s| async move { dispatch!(s, write, record_attempt(&attempt)) })
+    async fn record_attempts(&self, attempts: &[AttemptRecord]) -> Result<(), StorageError> {
+        let attempts = attempts.to_vec();
+        self.detached(|s| async move { dispatch!(s, write, record_attempts(&attempts)) })
             .await
     }
 

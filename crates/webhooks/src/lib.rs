@@ -12,7 +12,7 @@
 //!   as the source of the request error and ends in the attempt's error text.
 //!
 //! Failed deliveries are not errors of this crate: they are [`Outcome`]s, recorded through
-//! [`shortlink_domain::DeliveryQueue::record_attempt`]. Errors of the queue itself are logged and
+//! [`shortlink_domain::DeliveryQueue::record_attempts`]. Errors of the queue itself are logged and
 //! retried by the worker.
 
 mod guard;

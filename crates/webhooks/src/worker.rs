@@ -6,8 +6,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::FutureExt;
-use shortlink_domain::{ClaimedDelivery, DeliveryQueue, NextStep, Timestamp};
+use shortlink_domain::{AttemptRecord, ClaimedDelivery, DeliveryQueue, NextStep, Timestamp};
 use tokio::sync::Notify;
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 use tokio::task::{JoinError, JoinSet};
 use tokio::time::{Instant, sleep_until};
 
@@ -17,7 +18,7 @@ use crate::sender::{DEFAULT_REQUEST_TIMEOUT, SenderConfig, SenderError, WebhookS
 /// How a [`DeliveryWorker`] runs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WorkerConfig {
-    /// Attempts in flight at once. Default 16; zero counts as one.
+    /// Attempts in flight at once. Default 64; zero counts as one.
     pub concurrency: usize,
     /// How long a claimed delivery stays leased to this worker. It must comfortably exceed
     /// `request_timeout`, or another process may claim a delivery whose attempt is still
@@ -38,7 +39,7 @@ pub struct WorkerConfig {
 impl Default for WorkerConfig {
     fn default() -> Self {
         Self {
-            concurrency: 16,
+            concurrency: 64,
             lease: Duration::from_secs(60),
             poll_interval: Duration::from_millis(500),
             schedule: RetrySchedule::default(),
@@ -147,7 +148,12 @@ impl<Q: DeliveryQueue> DeliveryWorker<Q> {
             observer,
         } = self;
         let concurrency = config.concurrency.max(1);
+        // Claims wait until this many slots are free (or none is busy): one claim's
+        // transaction then serves several attempts.
+        let claim_at = (concurrency / 4).max(1);
         let schedule = Arc::new(config.schedule);
+        let (records, recorded) = tokio::sync::mpsc::unbounded_channel();
+        let recorder = tokio::spawn(record(queue.clone(), recorded));
         let mut shutdown = std::pin::pin!(shutdown);
         let mut in_flight: JoinSet<()> = JoinSet::new();
         let mut stopping = false;
@@ -163,7 +169,7 @@ impl<Q: DeliveryQueue> DeliveryWorker<Q> {
                 log_panic(done);
             }
             let free = concurrency.saturating_sub(in_flight.len());
-            if claim_now && free > 0 {
+            if claim_now && (free >= claim_at || (free > 0 && in_flight.is_empty())) {
                 claim_now = false;
                 next_poll = Instant::now() + config.poll_interval;
                 let now = Timestamp::now();
@@ -180,7 +186,7 @@ impl<Q: DeliveryQueue> DeliveryWorker<Q> {
                                 release(&queue, &claimed).await;
                             } else {
                                 in_flight.spawn(deliver(
-                                    queue.clone(),
+                                    records.clone(),
                                     sender.clone(),
                                     Arc::clone(&schedule),
                                     observer.clone(),
@@ -230,13 +236,20 @@ impl<Q: DeliveryQueue> DeliveryWorker<Q> {
         while let Some(done) = in_flight.join_next().await {
             log_panic(done);
         }
+        drop(records);
+        if let Err(e) = recorder.await {
+            tracing::error!(error = %e, "webhook attempt recorder failed");
+        }
         tracing::info!("webhook delivery worker stopped");
     }
 }
 
-/// One attempt and its record.
-async fn deliver<Q: DeliveryQueue>(
-    queue: Q,
+/// Most attempts recorded in one transaction.
+const RECORD_BATCH: usize = 256;
+
+/// One attempt; its record goes to the recorder.
+async fn deliver(
+    records: UnboundedSender<AttemptRecord>,
     sender: WebhookSender,
     schedule: Arc<RetrySchedule>,
     observer: Option<AttemptObserver>,
@@ -265,16 +278,27 @@ async fn deliver<Q: DeliveryQueue>(
     if let Some(observe) = &observer {
         observe(&next);
     }
-    let record = attempt.into_record(delivery, next);
-    if let Err(e) = queue.record_attempt(&record).await {
-        // The lease runs out and the delivery comes due again, so it is sent once more:
-        // at-least-once, which receivers handle by de-duplicating on webhook-id.
-        tracing::error!(
-            error = &e as &dyn std::error::Error,
-            event_id = %delivery.event_id,
-            webhook_id = %delivery.webhook_id,
-            "cannot record webhook attempt; it will be retried when its lease ends"
-        );
+    // The recorder outlives every attempt: it stops once the worker dropped its sender, after
+    // the last attempt ended.
+    let _ = records.send(attempt.into_record(delivery, next));
+}
+
+/// Writes attempts' records as they come, each write taking every record that arrived while
+/// the last one ran (a group commit: one transaction for many attempts), until the worker and
+/// its attempts have dropped their senders.
+async fn record<Q: DeliveryQueue>(queue: Q, mut records: UnboundedReceiver<AttemptRecord>) {
+    let mut batch = Vec::with_capacity(RECORD_BATCH);
+    while records.recv_many(&mut batch, RECORD_BATCH).await > 0 {
+        if let Err(e) = queue.record_attempts(&batch).await {
+            // Their leases run out and the deliveries come due again, so they are sent once
+            // more: at-least-once, which receivers handle by de-duplicating on webhook-id.
+            tracing::error!(
+                error = &e as &dyn std::error::Error,
+                attempts = batch.len(),
+                "cannot record webhook attempts; they will be retried when their leases end"
+            );
+        }
+        batch.clear();
     }
 }
 

@@ -7,48 +7,122 @@ use shortlink_domain::{
     Timestamp, WebhookId, WebhookSecret, WebhookTarget,
 };
 
-use super::{Conn, lock_due, lock_endpoint};
+use super::{Conn, lock_due, lock_endpoint, lock_for_writing};
 use crate::StorageError;
 use crate::rows::DeliveryRow;
 use crate::schema::{webhook_attempts, webhook_deliveries, webhooks};
 
 /// Leases up to `limit` due deliveries until `lease_until`. A lease that runs out (its worker
 /// crashed) makes the delivery due again, which is what makes delivery at-least-once.
+///
+/// Fair between endpoints: each active endpoint gets an equal share of `limit` (its oldest due
+/// deliveries), starting from an endpoint that moves on with the clock, and what shares leave
+/// unused goes, in a second round, to endpoints that had more. So one endpoint's backlog never
+/// holds back another's first delivery for more than a claim. Each endpoint's deliveries are
+/// leased in one statement.
 pub(crate) async fn claim_due(
     c: &mut Conn,
     now: Timestamp,
     limit: i64,
     lease_until: Timestamp,
 ) -> Result<Vec<ClaimedDelivery>, StorageError> {
+    let limit = usize::try_from(limit).unwrap_or(0);
     c.transaction(async |c| -> Result<Vec<ClaimedDelivery>, StorageError> {
-        let keys = lock_due(c, now.unix_millis(), limit).await?;
-        let mut claimed = Vec::with_capacity(keys.len());
-        for (event_id, webhook_id) in keys {
-            let key = webhook_deliveries::table.find((event_id, webhook_id.clone()));
-            let row: DeliveryRow = diesel::update(key)
-                .set(webhook_deliveries::locked_until.eq(lease_until.unix_millis()))
-                .returning(DeliveryRow::as_returning())
-                .get_result(c)
-                .await?;
-            let (target, secret): (String, String) = webhooks::table
-                .find(webhook_id)
-                .select((webhooks::target_url, webhooks::secret))
-                .get_result(c)
-                .await?;
-            claimed.push(ClaimedDelivery {
-                delivery: row.into_domain()?,
-                target: WebhookTarget::from_trusted(&target)
-                    .ok_or(StorageError::Corrupt("webhook target"))?,
-                secret: WebhookSecret::from_stored(secret),
-            });
+        lock_for_writing(c).await?;
+        let endpoints: Vec<(String, String, String)> = webhooks::table
+            .filter(webhooks::disabled_at.is_null())
+            .select((webhooks::id, webhooks::target_url, webhooks::secret))
+            .order(webhooks::id)
+            .load(c)
+            .await?;
+        let mut claimed = Vec::with_capacity(limit);
+        if endpoints.is_empty() {
+            return Ok(claimed);
+        }
+        let n = endpoints.len();
+        let start = usize::try_from(now.unix_millis()).unwrap_or(0) % n;
+        let share = (limit / n).max(1);
+        // Endpoints that filled their share in the first round, and so may have more.
+        let mut more = Vec::new();
+        for round in [0, 1] {
+            let order: Vec<usize> = match round {
+                0 => (0..n).map(|i| (start + i) % n).collect(),
+                _ => std::mem::take(&mut more),
+            };
+            for endpoint in order {
+                let wanted = match round {
+                    0 => share.min(limit - claimed.len()),
+                    _ => limit - claimed.len(),
+                };
+                if wanted == 0 {
+                    break;
+                }
+                let (id, target, secret) = &endpoints[endpoint];
+                let leased = lease(c, id, now, wanted, lease_until).await?;
+                if leased.len() == wanted {
+                    more.push(endpoint);
+                }
+                let target = WebhookTarget::from_trusted(target)
+                    .ok_or(StorageError::Corrupt("webhook target"))?;
+                for row in leased {
+                    claimed.push(ClaimedDelivery {
+                        delivery: row.into_domain()?,
+                        target: target.clone(),
+                        secret: WebhookSecret::from_stored(secret.clone()),
+                    });
+                }
+            }
         }
         Ok(claimed)
     })
     .await
 }
 
-pub(crate) async fn record_attempt(c: &mut Conn, a: &AttemptRecord) -> Result<(), StorageError> {
+/// Leases up to `limit` of `webhook`'s due deliveries, oldest first.
+async fn lease(
+    c: &mut Conn,
+    webhook: &str,
+    now: Timestamp,
+    limit: usize,
+    lease_until: Timestamp,
+) -> Result<Vec<DeliveryRow>, StorageError> {
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    let keys: Vec<String> = lock_due(c, webhook, now.unix_millis(), limit).await?;
+    if keys.is_empty() {
+        return Ok(Vec::new());
+    }
+    Ok(diesel::update(
+        webhook_deliveries::table
+            .filter(webhook_deliveries::webhook_id.eq(webhook))
+            .filter(webhook_deliveries::event_id.eq_any(keys)),
+    )
+    .set(webhook_deliveries::locked_until.eq(lease_until.unix_millis()))
+    .returning(DeliveryRow::as_returning())
+    .get_results(c)
+    .await?)
+}
+
+/// Records a batch of attempts in one transaction, in the order of their endpoints (every
+/// transaction that writes an endpoint and its deliveries takes the endpoint first; in one
+/// order, two batches cannot wait for each other).
+pub(crate) async fn record_attempts(
+    c: &mut Conn,
+    attempts: &[AttemptRecord],
+) -> Result<(), StorageError> {
+    let mut attempts: Vec<&AttemptRecord> = attempts.iter().collect();
+    attempts.sort_by_key(|a| (a.webhook_id, a.event_id));
     c.transaction(async |c| -> Result<(), StorageError> {
+        for attempt in attempts {
+            record_one(c, attempt).await?;
+        }
+        Ok(())
+    })
+    .await
+}
+
+/// Records one attempt and moves its delivery on, in the caller's transaction.
+async fn record_one(c: &mut Conn, a: &AttemptRecord) -> Result<(), StorageError> {
+    {
         lock_endpoint(c, &a.webhook_id.to_string()).await?;
         let now = Timestamp::now().unix_millis();
         let (state, next_at) = match a.next {
@@ -117,8 +191,7 @@ pub(crate) async fn record_attempt(c: &mut Conn, a: &AttemptRecord) -> Result<()
             NextStep::RetryAt(_) => {}
         }
         Ok(())
-    })
-    .await
+    }
 }
 
 pub(crate) async fn release(
@@ -134,11 +207,13 @@ pub(crate) async fn release(
     Ok(())
 }
 
-/// Keys of pending deliveries that are due and not leased, oldest due first. Each backend adds
-/// its own locking (see `lock_due`).
+/// Event ids of `webhook`'s pending deliveries that are due and not leased, oldest due first,
+/// through the `(webhook_id, state, next_attempt_at)` index (which needs no sort). Each backend
+/// adds its own locking (see `lock_due`).
 #[diesel::dsl::auto_type]
-pub(crate) fn due(now: i64, limit: i64) -> _ {
+pub(crate) fn due<'a>(webhook: &'a str, now: i64, limit: i64) -> _ {
     webhook_deliveries::table
+        .filter(webhook_deliveries::webhook_id.eq(webhook))
         .filter(webhook_deliveries::state.eq("pending"))
         .filter(webhook_deliveries::next_attempt_at.le(now))
         .filter(
@@ -146,7 +221,7 @@ pub(crate) fn due(now: i64, limit: i64) -> _ {
                 .is_null()
                 .or(webhook_deliveries::locked_until.lt(now)),
         )
-        .select((webhook_deliveries::event_id, webhook_deliveries::webhook_id))
+        .select(webhook_deliveries::event_id)
         .order(webhook_deliveries::next_attempt_at.asc())
         .limit(limit)
 }

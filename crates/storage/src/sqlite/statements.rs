@@ -17,16 +17,16 @@ use super::{Conn, queries};
 use crate::rows::{DeliveryRow, NewLinkRow};
 use crate::schema::webhook_deliveries as d;
 
-/// Selects due deliveries. This runs in a write transaction on SQLite's single writer
-/// connection, so no other claim can interleave and no row lock is needed; the file's write lock
-/// is taken first ([`lock_for_writing`]).
+/// Selects an endpoint's due deliveries. This runs in a write transaction on SQLite's single
+/// writer connection, whose claim took the file's write lock first ([`lock_for_writing`]), so no
+/// other claim can interleave and no row lock is needed.
 pub(crate) async fn lock_due(
     c: &mut Conn,
+    webhook: &str,
     now: i64,
     limit: i64,
-) -> QueryResult<Vec<(String, String)>> {
-    lock_for_writing(c).await?;
-    queries::due(now, limit).load(c).await
+) -> QueryResult<Vec<String>> {
+    queries::due(webhook, now, limit).load(c).await
 }
 
 /// Takes the file's write lock for the transaction in progress, which must come before any read

@@ -26,7 +26,7 @@ async fn webhook(store: &Store, ws: &Workspace, events: &[EventKind]) -> Webhook
 /// Records a successful attempt of a claimed delivery.
 async fn delivered(store: &Store, c: &ClaimedDelivery) {
     store
-        .record_attempt(&AttemptRecord {
+        .record_attempts(&[AttemptRecord {
             event_id: c.delivery.event_id,
             webhook_id: c.delivery.webhook_id,
             started_at: Timestamp::now(),
@@ -34,7 +34,7 @@ async fn delivered(store: &Store, c: &ClaimedDelivery) {
             status_code: Some(204),
             error: None,
             next: NextStep::Delivered,
-        })
+        }])
         .await
         .unwrap();
 }
@@ -164,7 +164,7 @@ each_backend!(claims_lease_and_attempts_move_deliveries_on, |store| {
     let (first, second) = (&claimed[0].delivery, &claimed[1].delivery);
     let retry_at = Timestamp::now().plus(Duration::from_secs(5));
     store
-        .record_attempt(&AttemptRecord {
+        .record_attempts(&[AttemptRecord {
             event_id: first.event_id,
             webhook_id: hook.id,
             started_at: now,
@@ -172,11 +172,11 @@ each_backend!(claims_lease_and_attempts_move_deliveries_on, |store| {
             status_code: Some(500),
             error: None,
             next: NextStep::RetryAt(retry_at),
-        })
+        }])
         .await
         .unwrap();
     store
-        .record_attempt(&AttemptRecord {
+        .record_attempts(&[AttemptRecord {
             event_id: second.event_id,
             webhook_id: hook.id,
             started_at: now,
@@ -184,7 +184,7 @@ each_backend!(claims_lease_and_attempts_move_deliveries_on, |store| {
             status_code: Some(204),
             error: None,
             next: NextStep::Delivered,
-        })
+        }])
         .await
         .unwrap();
 
@@ -252,7 +252,7 @@ each_backend!(
         assert_eq!(claimed.len(), n);
         for (i, c) in claimed.iter().enumerate() {
             store
-                .record_attempt(&AttemptRecord {
+                .record_attempts(&[AttemptRecord {
                     event_id: c.delivery.event_id,
                     webhook_id: hook.id,
                     started_at: Timestamp::now(),
@@ -260,7 +260,7 @@ each_backend!(
                     status_code: None,
                     error: Some("connection refused".into()),
                     next: NextStep::Failed,
-                })
+                }])
                 .await
                 .unwrap();
             let now = store.get_webhook(acme.id, hook.id).await.unwrap().unwrap();
@@ -459,3 +459,43 @@ async fn a_delivered_attempt_leaves_a_healthy_endpoint_row_alone() {
     let now = store.get_webhook(acme.id, hook.id).await.unwrap().unwrap();
     assert_eq!(now.consecutive_failures, 0);
 }
+
+each_backend!(
+    a_backlog_of_one_endpoint_does_not_hold_back_another,
+    as_server,
+    |store| {
+        let acme = workspace(&store, "acme").await;
+        let globex = workspace(&store, "globex").await;
+        let busy = webhook(&store, &acme, &[EventKind::LinkCreated]).await;
+        let links = (0..40).map(|i| new_link(&acme, None, &format!("https://example.com/{i}")));
+        store.create_links(links.collect(), &base()).await.unwrap();
+        // Created after the whole backlog, so the oldest due delivery of all is never its.
+        let other = webhook(&store, &globex, &[EventKind::LinkCreated]).await;
+        create(&store, new_link(&globex, None, "https://example.com/g")).await;
+
+        let now = Timestamp::now();
+        let first = store.claim_due(now, 8, later()).await.unwrap();
+        let to = |hook: &Webhook| {
+            first
+                .iter()
+                .filter(|c| c.delivery.webhook_id == hook.id)
+                .count()
+        };
+        assert_eq!(
+            (to(&busy), to(&other)),
+            (7, 1),
+            "the other's share, the rest to the busy"
+        );
+        // Every claim leases what it returns: the next ones take the rest of the backlog, once.
+        let mut seen: std::collections::HashSet<_> =
+            first.iter().map(|c| c.delivery.event_id).collect();
+        loop {
+            let more = store.claim_due(now, 8, later()).await.unwrap();
+            if more.is_empty() {
+                break;
+            }
+            assert!(more.iter().all(|c| seen.insert(c.delivery.event_id)));
+        }
+        assert_eq!(seen.len(), 41);
+    }
+);

@@ -332,26 +332,28 @@ impl DeliveryQueue for MemoryQueue {
         Ok(batch)
     }
 
-    async fn record_attempt(&self, attempt: &AttemptRecord) -> Result<(), Unavailable> {
+    async fn record_attempts(&self, attempts: &[AttemptRecord]) -> Result<(), Unavailable> {
         let mut state = self.state.lock().unwrap();
-        state.records.push(attempt.clone());
-        let row = state
-            .rows
-            .iter_mut()
-            .find(|r| {
-                r.claimed.delivery.event_id == attempt.event_id
-                    && r.claimed.delivery.webhook_id == attempt.webhook_id
-            })
-            .expect("an attempt of a known delivery");
-        row.leased_until = None;
-        let d = &mut row.claimed.delivery;
-        d.attempts += 1;
-        d.last_status_code = attempt.status_code;
-        d.last_error = attempt.error.clone();
-        match attempt.next {
-            NextStep::Delivered => d.state = DeliveryState::Delivered,
-            NextStep::Failed => d.state = DeliveryState::Failed,
-            NextStep::RetryAt(at) => d.next_attempt_at = at,
+        for attempt in attempts {
+            state.records.push(attempt.clone());
+            let row = state
+                .rows
+                .iter_mut()
+                .find(|r| {
+                    r.claimed.delivery.event_id == attempt.event_id
+                        && r.claimed.delivery.webhook_id == attempt.webhook_id
+                })
+                .expect("an attempt of a known delivery");
+            row.leased_until = None;
+            let d = &mut row.claimed.delivery;
+            d.attempts += 1;
+            d.last_status_code = attempt.status_code;
+            d.last_error = attempt.error.clone();
+            match attempt.next {
+                NextStep::Delivered => d.state = DeliveryState::Delivered,
+                NextStep::Failed => d.state = DeliveryState::Failed,
+                NextStep::RetryAt(at) => d.next_attempt_at = at,
+            }
         }
         Ok(())
     }
