@@ -66,11 +66,13 @@ impl ClickLimits {
         Ok(count)
     }
 
-    /// Takes one of the clicks left to `key` under `max`: false when none is left.
-    pub(crate) async fn take<F, Fut>(
+    /// Whether `key` has a click left under `max`; with `take`, takes it (atomically with the
+    /// check: two concurrent clicks cannot both take the last one).
+    pub(crate) async fn left<F, Fut>(
         &self,
         key: CounterKey,
         max: i64,
+        take: bool,
         read: F,
     ) -> Result<bool, StorageError>
     where
@@ -78,26 +80,15 @@ impl ClickLimits {
         Fut: Future<Output = Result<i64, StorageError>>,
     {
         let count = self.loaded(key, read).await?;
+        if !take {
+            return Ok(count.total() < max);
+        }
         let taken = count
             .here
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |here| {
                 (count.elsewhere.load(Ordering::Acquire) + here < max).then_some(here + 1)
             });
         Ok(taken.is_ok())
-    }
-
-    /// Whether `key` has had `max` clicks or more (nothing taken).
-    pub(crate) async fn reached<F, Fut>(
-        &self,
-        key: CounterKey,
-        max: i64,
-        read: F,
-    ) -> Result<bool, StorageError>
-    where
-        F: FnOnce() -> Fut,
-        Fut: Future<Output = Result<i64, StorageError>>,
-    {
-        Ok(self.loaded(key, read).await?.total() >= max)
     }
 
     /// A flush wrote `clicks` on each key: those of capped links were this instance's.
@@ -157,6 +148,8 @@ impl ClickLimits {
 mod tests {
     use super::*;
 
+    const TAKE: bool = true;
+
     async fn read(n: i64) -> Result<i64, StorageError> {
         Ok(n)
     }
@@ -166,26 +159,29 @@ mod tests {
         let limits = ClickLimits::default();
         let key = CounterKey(7);
         // One click before the count was read, then two of the three are left.
-        assert!(!limits.reached(key, 3, || read(1)).await.unwrap());
-        assert!(limits.take(key, 3, || read(99)).await.unwrap(), "read once");
-        assert!(!limits.reached(key, 3, || read(99)).await.unwrap());
-        assert!(limits.take(key, 3, || read(99)).await.unwrap());
-        assert!(limits.reached(key, 3, || read(99)).await.unwrap());
-        assert!(!limits.take(key, 3, || read(99)).await.unwrap());
+        assert!(limits.left(key, 3, false, || read(1)).await.unwrap());
+        assert!(
+            limits.left(key, 3, TAKE, || read(99)).await.unwrap(),
+            "read once"
+        );
+        assert!(limits.left(key, 3, false, || read(99)).await.unwrap());
+        assert!(limits.left(key, 3, TAKE, || read(99)).await.unwrap());
+        assert!(!limits.left(key, 3, false, || read(99)).await.unwrap());
+        assert!(!limits.left(key, 3, TAKE, || read(99)).await.unwrap());
     }
 
     #[tokio::test]
     async fn clicks_counted_elsewhere_arrive_with_a_refresh() {
         let limits = ClickLimits::default();
         let key = CounterKey(1);
-        assert!(limits.take(key, 10, || read(0)).await.unwrap());
-        assert!(limits.take(key, 10, || read(0)).await.unwrap());
+        assert!(limits.left(key, 10, TAKE, || read(0)).await.unwrap());
+        assert!(limits.left(key, 10, TAKE, || read(0)).await.unwrap());
         limits.written([(key, 2), (CounterKey(2), 5)]);
         // The database has our 2 and another instance's 7.
         limits.refreshed(&limits.keys(), &HashMap::from([(key, 9)]));
-        assert!(!limits.reached(key, 10, || read(0)).await.unwrap());
-        assert!(limits.take(key, 10, || read(0)).await.unwrap());
-        assert!(!limits.take(key, 10, || read(0)).await.unwrap());
+        assert!(limits.left(key, 10, false, || read(0)).await.unwrap());
+        assert!(limits.left(key, 10, TAKE, || read(0)).await.unwrap());
+        assert!(!limits.left(key, 10, TAKE, || read(0)).await.unwrap());
         // Deleted: forgotten.
         limits.refreshed(&[key], &HashMap::new());
         assert!(limits.keys().is_empty());
@@ -197,7 +193,7 @@ mod tests {
         let tasks: Vec<_> = (0..200)
             .map(|_| {
                 let limits = limits.clone();
-                tokio::spawn(async move { limits.take(CounterKey(3), 50, || read(0)).await })
+                tokio::spawn(async move { limits.left(CounterKey(3), 50, TAKE, || read(0)).await })
             })
             .collect();
         let mut taken = 0;

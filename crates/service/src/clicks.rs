@@ -148,31 +148,17 @@ impl ClickCounter {
         }
     }
 
-    /// Takes one of the clicks `link` has left under its `maxClicks` of `max` (to be recorded
-    /// next): false when none is left. The first time, flushes and reads the link's count.
-    pub async fn take_capped(
+    /// Whether `link` has a click left under its `maxClicks` of `max`; with `take`, takes it
+    /// (for the click recorded next). The first time, flushes and reads the link's count.
+    pub async fn clicks_left(
         &self,
-        store: &Store,
-        base: &BaseUrl,
-        webhooks: &WakeHandle,
+        (store, base, webhooks): (&Store, &BaseUrl, &WakeHandle),
         link: &RedirectTarget,
         max: i64,
+        take: bool,
     ) -> Result<bool, StorageError> {
         let read = || self.count_now(store, base, webhooks, link.counter);
-        self.limits.take(link.counter, max, read).await
-    }
-
-    /// Whether `link` has had its `max` clicks (nothing taken).
-    pub async fn capped_out(
-        &self,
-        store: &Store,
-        base: &BaseUrl,
-        webhooks: &WakeHandle,
-        link: &RedirectTarget,
-        max: i64,
-    ) -> Result<bool, StorageError> {
-        let read = || self.count_now(store, base, webhooks, link.counter);
-        self.limits.reached(link.counter, max, read).await
+        self.limits.left(link.counter, max, take, read).await
     }
 
     /// Every click of `key` so far: what is pending is written first, in this flush's turn.

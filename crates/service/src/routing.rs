@@ -70,11 +70,10 @@ impl Service {
         if rules.expired_at(self.now()) {
             return expired();
         }
-        let clicks = self.click_counter();
-        let (store, base, wake) = self.click_context();
+        let (clicks, context) = (self.click_counter(), self.click_context());
         let max = rules.max_clicks.map(|m| m.get());
         if let Some(max) = max
-            && clicks.capped_out(store, base, wake, link, max).await?
+            && !clicks.clicks_left(context, link, max, false).await?
         {
             return expired();
         }
@@ -86,7 +85,7 @@ impl Service {
         }
         if let Some(max) = max
             && visitor.counts
-            && !clicks.take_capped(store, base, wake, link, max).await?
+            && !clicks.clicks_left(context, link, max, true).await?
         {
             return expired();
         }

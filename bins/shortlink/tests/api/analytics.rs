@@ -5,45 +5,11 @@
 use reqwest::Method;
 use serde_json::{Value, json};
 use shortlink_domain::{ClickInfo, Timestamp};
-use shortlink_storage::testing::TestDatabase;
 use shortlink_storage::{ClickBatch, ClickEvent, LinkClicks};
 
-use crate::helpers::{
-    DEADLINE, Setup, TestApp, assert_error, assert_invalid, assert_ok, poll, text,
-};
+use crate::helpers::{DEADLINE, TestApp, assert_error, assert_invalid, assert_ok, poll, text};
 
-async fn spawn(postgres: Option<&str>) -> Option<TestApp> {
-    let setup = Setup {
-        behind_proxy_with_geoip: true,
-        ..Setup::default()
-    };
-    let db = match postgres {
-        None => TestDatabase::sqlite(),
-        Some(test) => TestDatabase::postgres(test).await?,
-    };
-    Some(TestApp::spawn_with(db, setup).await)
-}
-
-macro_rules! on_both_backends_behind_a_proxy {
-    ($($name:ident),* $(,)?) => {$(
-        mod $name {
-            #[tokio::test]
-            async fn sqlite() {
-                let app = super::spawn(None).await.expect("a SQLite server");
-                super::$name(app).await;
-            }
-
-            #[tokio::test]
-            async fn postgres() {
-                if let Some(app) = super::spawn(Some(concat!(module_path!(), "::postgres"))).await {
-                    super::$name(app).await;
-                }
-            }
-        }
-    )*};
-}
-
-on_both_backends_behind_a_proxy!(
+crate::helpers::on_both_backends_behind_a_proxy!(
     breakdowns_count_a_planned_set_of_clicks,
     filters_combine_and_links_are_isolated,
     days_follow_the_time_zone_across_a_daylight_saving_change,

@@ -587,3 +587,44 @@ macro_rules! on_both_backends {
     )*};
 }
 pub(crate) use on_both_backends;
+
+/// A server that believes `X-Forwarded-For` from the tests' own address and locates clients
+/// with the GeoIP test database ([`Setup::behind_proxy_with_geoip`]), on SQLite (`None`) or on
+/// a PostgreSQL database for `postgres` (`None` without one).
+pub async fn spawn_behind_a_proxy(postgres: Option<&str>) -> Option<TestApp> {
+    let setup = Setup {
+        behind_proxy_with_geoip: true,
+        ..Setup::default()
+    };
+    let db = match postgres {
+        None => TestDatabase::sqlite(),
+        Some(test) => TestDatabase::postgres(test).await?,
+    };
+    Some(TestApp::spawn_with(db, setup).await)
+}
+
+/// Runs each `async fn NAME(app: TestApp)` of the calling module against a server of
+/// [`spawn_behind_a_proxy`], on SQLite and on PostgreSQL, as tests `NAME::sqlite` and
+/// `NAME::postgres`.
+macro_rules! on_both_backends_behind_a_proxy {
+    ($($name:ident),* $(,)?) => {$(
+        mod $name {
+            use crate::helpers::spawn_behind_a_proxy;
+
+            #[tokio::test]
+            async fn sqlite() {
+                let app = spawn_behind_a_proxy(None).await.expect("a SQLite server");
+                super::$name(app).await;
+            }
+
+            #[tokio::test]
+            async fn postgres() {
+                let test = concat!(module_path!(), "::postgres");
+                if let Some(app) = spawn_behind_a_proxy(Some(test)).await {
+                    super::$name(app).await;
+                }
+            }
+        }
+    )*};
+}
+pub(crate) use on_both_backends_behind_a_proxy;

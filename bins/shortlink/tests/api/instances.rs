@@ -13,11 +13,20 @@ use crate::redis::Redis;
 
 /// Two servers on one fresh PostgreSQL database, or `None` (reported) without one.
 async fn two_servers(test: &str) -> Option<(TestApp, TestApp)> {
+    two_servers_sharing(test, None).await
+}
+
+/// [`two_servers`], sharing the Redis at `redis_url` when there is one.
+async fn two_servers_sharing(
+    test: &str,
+    redis_url: Option<&'static str>,
+) -> Option<(TestApp, TestApp)> {
     let db = TestDatabase::postgres(test).await?;
     let second = db.shared();
     // Both serve one short domain, as instances behind a load balancer do.
     let setup = Setup {
         base_url: Some("https://sho.rt"),
+        redis_url,
         ..Setup::default()
     };
     let first = TestApp::spawn_with(db, setup).await;
@@ -174,19 +183,11 @@ async fn rate_limits(app: &TestApp) -> String {
 
 #[tokio::test]
 async fn with_redis_a_workspace_rate_holds_across_instances_and_survives_redis_going_away() {
-    let Some(db) = TestDatabase::postgres(concat!(module_path!(), "::redis")).await else {
+    let mut redis = Redis::start();
+    let test = concat!(module_path!(), "::redis");
+    let Some((first, second)) = two_servers_sharing(test, Some(redis.url())).await else {
         return;
     };
-    let mut redis = Redis::start();
-    let setup = Setup {
-        base_url: Some("https://sho.rt"),
-        redis_url: Some(redis.url()),
-        ..Setup::default()
-    };
-    let second_db = db.shared();
-    let first = TestApp::spawn_with(db, setup).await;
-    let url = second_db.url.clone();
-    let second = TestApp::spawn_reaching(second_db, &url, setup).await;
     let tenant = first.new_tenant("limited", 10).await;
     let ask = |app: &TestApp| send(app.api_as(&tenant.key, Method::GET, "/links?limit=1"));
 
@@ -254,19 +255,11 @@ async fn max_clicks_counts_every_instance_clicks() {
 
 #[tokio::test]
 async fn with_redis_the_failed_authentication_budget_holds_across_instances() {
-    let Some(db) = TestDatabase::postgres(concat!(module_path!(), "::auth_budget")).await else {
+    let redis = Redis::start();
+    let test = concat!(module_path!(), "::auth_budget");
+    let Some((first, second)) = two_servers_sharing(test, Some(redis.url())).await else {
         return;
     };
-    let redis = Redis::start();
-    let setup = Setup {
-        base_url: Some("https://sho.rt"),
-        redis_url: Some(redis.url()),
-        ..Setup::default()
-    };
-    let second_db = db.shared();
-    let first = TestApp::spawn_with(db, setup).await;
-    let url = second_db.url.clone();
-    let second = TestApp::spawn_reaching(second_db, &url, setup).await;
     let budget = shortlink_http::ratelimit::AUTH_FAILURES_PER_MINUTE;
     let guess = |app: &TestApp| send(app.api_as("sk_wrong", Method::GET, "/links"));
 

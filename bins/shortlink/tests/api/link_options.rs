@@ -7,44 +7,12 @@ use std::time::Duration;
 
 use reqwest::{Method, Response};
 use serde_json::{Value, json};
-use shortlink_storage::testing::TestDatabase;
 
 use crate::helpers::{
-    Setup, TestApp, assert_error, assert_invalid, assert_ok, detail_fields, header, send, text,
+    TestApp, assert_error, assert_invalid, assert_ok, detail_fields, header, send, text,
 };
 
-async fn spawn(postgres: Option<&str>) -> Option<TestApp> {
-    let setup = Setup {
-        behind_proxy_with_geoip: true,
-        ..Setup::default()
-    };
-    let db = match postgres {
-        None => TestDatabase::sqlite(),
-        Some(test) => TestDatabase::postgres(test).await?,
-    };
-    Some(TestApp::spawn_with(db, setup).await)
-}
-
-macro_rules! on_both_backends {
-    ($($name:ident),* $(,)?) => {$(
-        mod $name {
-            #[tokio::test]
-            async fn sqlite() {
-                let app = super::spawn(None).await.expect("a SQLite server");
-                super::$name(app).await;
-            }
-
-            #[tokio::test]
-            async fn postgres() {
-                if let Some(app) = super::spawn(Some(concat!(module_path!(), "::postgres"))).await {
-                    super::$name(app).await;
-                }
-            }
-        }
-    )*};
-}
-
-on_both_backends!(
+crate::helpers::on_both_backends_behind_a_proxy!(
     every_option_is_returned_and_null_clears_it,
     bad_options_are_refused_naming_the_field_and_change_nothing,
     an_expired_link_answers_410_or_its_expired_url,
