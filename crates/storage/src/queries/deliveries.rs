@@ -104,13 +104,15 @@ async fn lease(
 
 /// Records a batch of attempts in one transaction, in the order of their endpoints (every
 /// transaction that writes an endpoint and its deliveries takes the endpoint first; in one
-/// order, two batches cannot wait for each other).
+/// order, two batches cannot wait for each other), and each endpoint's in the order they ended
+/// (its count of consecutive failures follows them).
 pub(crate) async fn record_attempts(
     c: &mut Conn,
     attempts: &[AttemptRecord],
 ) -> Result<(), StorageError> {
     let mut attempts: Vec<&AttemptRecord> = attempts.iter().collect();
-    attempts.sort_by_key(|a| (a.webhook_id, a.event_id));
+    // Stable: the order within an endpoint stays.
+    attempts.sort_by_key(|a| a.webhook_id);
     c.transaction(async |c| -> Result<(), StorageError> {
         for attempt in attempts {
             record_one(c, attempt).await?;
