@@ -58,8 +58,9 @@ pub enum Unlock {
 
 impl Service {
     /// Where the redirect of `link` (whose rules are `rules`) sends `visitor`. Expiry comes
-    /// first, then the password, then a crawler's preview, then the click limit (a counted
-    /// visit takes its place), then targeting: the visitor's system, else their country.
+    /// first (by time, then by clicks), then the password, then a crawler's preview; a counted
+    /// visit then takes its place under the click limit; then targeting: the visitor's system,
+    /// else their country.
     pub async fn route(
         &self,
         link: &RedirectTarget,

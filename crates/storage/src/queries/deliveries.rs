@@ -113,87 +113,105 @@ pub(crate) async fn record_attempts(
     let mut attempts: Vec<&AttemptRecord> = attempts.iter().collect();
     // Stable: the order within an endpoint stays.
     attempts.sort_by_key(|a| a.webhook_id);
+    let endpoints: Vec<Vec<&AttemptRecord>> = attempts
+        .chunk_by(|a, b| a.webhook_id == b.webhook_id)
+        .map(<[_]>::to_vec)
+        .collect();
     c.transaction(async |c| -> Result<(), StorageError> {
-        for attempt in attempts {
-            record_one(c, attempt).await?;
+        for attempts in endpoints {
+            let webhook = attempts[0].webhook_id.to_string();
+            lock_endpoint(c, &webhook).await?;
+            // Its count of consecutive failures, followed through the batch and written only
+            // when it changes; `None` when the endpoint was deleted while its attempts ran
+            // (its deliveries went with it: nothing left to record).
+            let mut failures: Option<i32> = webhooks::table
+                .find(&webhook)
+                .select(webhooks::consecutive_failures)
+                .get_result(c)
+                .await
+                .optional()?;
+            for attempt in attempts {
+                if let Some(failures) = failures.as_mut() {
+                    record_one(c, attempt, failures).await?;
+                }
+            }
         }
         Ok(())
     })
     .await
 }
 
-/// Records one attempt and moves its delivery on, in the caller's transaction.
-async fn record_one(c: &mut Conn, a: &AttemptRecord) -> Result<(), StorageError> {
-    {
-        lock_endpoint(c, &a.webhook_id.to_string()).await?;
-        let now = Timestamp::now().unix_millis();
-        let (state, next_at) = match a.next {
-            NextStep::Delivered => (DeliveryState::Delivered, None),
-            NextStep::RetryAt(at) => (DeliveryState::Pending, Some(at.unix_millis())),
-            NextStep::Failed => (DeliveryState::Failed, None),
-        };
-        let key =
-            webhook_deliveries::table.find((a.event_id.to_string(), a.webhook_id.to_string()));
-        let attempts: Option<i32> = diesel::update(key)
-            .set((
-                webhook_deliveries::attempts.eq(webhook_deliveries::attempts + 1),
-                webhook_deliveries::state.eq(state.as_str()),
-                webhook_deliveries::next_attempt_at
-                    .eq(next_at.unwrap_or(a.started_at.unix_millis())),
-                webhook_deliveries::locked_until.eq(None::<i64>),
-                webhook_deliveries::last_status_code.eq(a.status_code),
-                webhook_deliveries::last_error.eq(a.error.as_deref()),
-                webhook_deliveries::updated_at.eq(now),
-            ))
-            .returning(webhook_deliveries::attempts)
-            .get_result(c)
-            .await
-            .optional()?;
-        // The endpoint was deleted while the attempt ran: nothing left to record.
-        let Some(attempt) = attempts else {
-            return Ok(());
-        };
-        diesel::insert_into(webhook_attempts::table)
-            .values((
-                webhook_attempts::event_id.eq(a.event_id.to_string()),
-                webhook_attempts::webhook_id.eq(a.webhook_id.to_string()),
-                webhook_attempts::attempt.eq(attempt),
-                webhook_attempts::started_at.eq(a.started_at.unix_millis()),
-                webhook_attempts::duration_ms.eq(a.duration_ms),
-                webhook_attempts::status_code.eq(a.status_code),
-                webhook_attempts::error.eq(a.error.as_deref()),
-            ))
-            .execute(c)
-            .await?;
-        let hook = webhooks::table.find(a.webhook_id.to_string());
-        match a.next {
-            // Written only when it changes: every delivery of a healthy endpoint rewriting
-            // its one row left a dead row version per delivery and queued attempts on its lock.
-            NextStep::Delivered => {
+/// Records one attempt and moves its delivery on, in the caller's transaction; `failures` is
+/// its endpoint's count of consecutive failed deliveries, kept up to date.
+async fn record_one(
+    c: &mut Conn,
+    a: &AttemptRecord,
+    failures: &mut i32,
+) -> Result<(), StorageError> {
+    let now = Timestamp::now().unix_millis();
+    let (state, next_at) = match a.next {
+        NextStep::Delivered => (DeliveryState::Delivered, None),
+        NextStep::RetryAt(at) => (DeliveryState::Pending, Some(at.unix_millis())),
+        NextStep::Failed => (DeliveryState::Failed, None),
+    };
+    let key = webhook_deliveries::table.find((a.event_id.to_string(), a.webhook_id.to_string()));
+    let attempts: Option<i32> = diesel::update(key)
+        .set((
+            webhook_deliveries::attempts.eq(webhook_deliveries::attempts + 1),
+            webhook_deliveries::state.eq(state.as_str()),
+            webhook_deliveries::next_attempt_at.eq(next_at.unwrap_or(a.started_at.unix_millis())),
+            webhook_deliveries::locked_until.eq(None::<i64>),
+            webhook_deliveries::last_status_code.eq(a.status_code),
+            webhook_deliveries::last_error.eq(a.error.as_deref()),
+            webhook_deliveries::updated_at.eq(now),
+        ))
+        .returning(webhook_deliveries::attempts)
+        .get_result(c)
+        .await
+        .optional()?;
+    let Some(attempt) = attempts else {
+        return Ok(());
+    };
+    diesel::insert_into(webhook_attempts::table)
+        .values((
+            webhook_attempts::event_id.eq(a.event_id.to_string()),
+            webhook_attempts::webhook_id.eq(a.webhook_id.to_string()),
+            webhook_attempts::attempt.eq(attempt),
+            webhook_attempts::started_at.eq(a.started_at.unix_millis()),
+            webhook_attempts::duration_ms.eq(a.duration_ms),
+            webhook_attempts::status_code.eq(a.status_code),
+            webhook_attempts::error.eq(a.error.as_deref()),
+        ))
+        .execute(c)
+        .await?;
+    let hook = webhooks::table.find(a.webhook_id.to_string());
+    match a.next {
+        // Written only when it changes: every delivery of a healthy endpoint rewriting its one
+        // row left a dead row version per delivery and queued attempts on its lock.
+        NextStep::Delivered if *failures != 0 => {
+            diesel::update(hook)
+                .set(webhooks::consecutive_failures.eq(0))
+                .execute(c)
+                .await?;
+            *failures = 0;
+        }
+        NextStep::Failed => {
+            *failures = diesel::update(hook.clone())
+                .set(webhooks::consecutive_failures.eq(webhooks::consecutive_failures + 1))
+                .returning(webhooks::consecutive_failures)
+                .get_result(c)
+                .await?;
+            if *failures >= MAX_CONSECUTIVE_FAILURES {
                 diesel::update(hook)
-                    .filter(webhooks::consecutive_failures.ne(0))
-                    .set(webhooks::consecutive_failures.eq(0))
+                    .filter(webhooks::disabled_at.is_null())
+                    .set(webhooks::disabled_at.eq(now))
                     .execute(c)
                     .await?;
             }
-            NextStep::Failed => {
-                let failures: i32 = diesel::update(hook.clone())
-                    .set(webhooks::consecutive_failures.eq(webhooks::consecutive_failures + 1))
-                    .returning(webhooks::consecutive_failures)
-                    .get_result(c)
-                    .await?;
-                if failures >= MAX_CONSECUTIVE_FAILURES {
-                    diesel::update(hook)
-                        .filter(webhooks::disabled_at.is_null())
-                        .set(webhooks::disabled_at.eq(now))
-                        .execute(c)
-                        .await?;
-                }
-            }
-            NextStep::RetryAt(_) => {}
         }
-        Ok(())
+        NextStep::Delivered | NextStep::RetryAt(_) => {}
     }
+    Ok(())
 }
 
 pub(crate) async fn release(
