@@ -16,6 +16,7 @@ mod report;
 mod run;
 mod seed;
 mod servers;
+mod shared_limits;
 mod tasks;
 
 use std::path::PathBuf;

@@ -8,6 +8,7 @@ use anyhow::Context;
 use serde::Serialize;
 
 use crate::deliveries::DeliveryFigure;
+use crate::shared_limits::SharedLimitFigure;
 
 use crate::clicks::ClickCheck;
 use crate::create::{CreationFigure, Mode};
@@ -196,6 +197,9 @@ pub struct Summary {
     pub seeding: Vec<SeedFigure>,
     /// Webhook deliveries to a receiver on this machine.
     pub deliveries: DeliveryFigure,
+    /// API requests with rate limits shared through Redis, against the instance's own; `None`
+    /// without `redis-server`.
+    pub shared_limits: Option<SharedLimitFigure>,
     /// The targets, met or not.
     pub targets: Vec<Target>,
 }
@@ -216,6 +220,7 @@ impl Summary {
         creation: Vec<CreationFigure>,
         seeding: Vec<SeedFigure>,
         deliveries: DeliveryFigure,
+        shared_limits: Option<SharedLimitFigure>,
     ) -> anyhow::Result<Self> {
         let (base, small) = match redirect.as_slice() {
             [base, small, ..] => (base, small),
@@ -341,6 +346,22 @@ impl Summary {
             reached: format!("{:.0} ms", deliveries.other_first_delivery_ms),
             met: deliveries.other_first_delivery_ms <= 1_000.0,
         });
+        if let Some(shared) = &shared_limits {
+            let added = shared.shared_p50_micros - shared.local_p50_micros;
+            targets.push(Target {
+                name: "API median latency added by Redis".into(),
+                wanted: "<= 150 µs".into(),
+                reached: format!("{added:.0} µs"),
+                met: added <= 150.0,
+            });
+            let ratio = shared.shared_per_second / shared.local_per_second;
+            targets.push(Target {
+                name: "API throughput with Redis vs without".into(),
+                wanted: ">= 0.80".into(),
+                reached: format!("{ratio:.2}"),
+                met: ratio >= 0.80,
+            });
+        }
         Ok(Self {
             machine,
             load,
@@ -352,6 +373,7 @@ impl Summary {
             creation,
             seeding,
             deliveries,
+            shared_limits,
             targets,
         })
     }
@@ -494,6 +516,16 @@ impl Summary {
             thousands(d.per_second),
             d.other_first_delivery_ms
         );
+        if let Some(shared) = &self.shared_limits {
+            let _ = writeln!(
+                out,
+                "API requests: {}/s, median {:.0} µs; with Redis {}/s, median {:.0} µs",
+                thousands(shared.local_per_second),
+                shared.local_p50_micros,
+                thousands(shared.shared_per_second),
+                shared.shared_p50_micros
+            );
+        }
         for s in &self.seeding {
             let _ = writeln!(
                 out,

@@ -147,6 +147,8 @@ pub async fn run(options: &RunOptions) -> anyhow::Result<Summary> {
     ];
     let deliveries =
         crate::deliveries::measure(&bench.bin, &bench.scratch.path(""), BASE_URL).await?;
+    let shared_limits =
+        crate::shared_limits::measure(&bench.bin, &bench.scratch.path(""), BASE_URL).await?;
     let sqlite = sqlite_url(&bench.scratch.path("create.db"));
     let mut created = bench.creation("sqlite", &sqlite).await?;
     if let Some(admin_url) = &options.postgres_url {
@@ -186,6 +188,7 @@ pub async fn run(options: &RunOptions) -> anyhow::Result<Summary> {
         created,
         seeding,
         deliveries,
+        shared_limits,
     )
 }
 
