@@ -172,6 +172,14 @@ pub struct Target {
     pub met: bool,
 }
 
+/// The runs beside the redirect and creation: webhook deliveries, and the API with Redis.
+pub struct ApiAndWebhooks {
+    /// Webhook deliveries to a receiver on this machine.
+    pub deliveries: DeliveryFigure,
+    /// The API with rate limits shared through Redis; `None` without `redis-server`.
+    pub shared_limits: Option<SharedLimitFigure>,
+}
+
 /// Everything one run measured.
 #[derive(Debug, Clone, Serialize)]
 pub struct Summary {
@@ -219,8 +227,10 @@ impl Summary {
         clicks: Vec<ClickReport>,
         creation: Vec<CreationFigure>,
         seeding: Vec<SeedFigure>,
-        deliveries: DeliveryFigure,
-        shared_limits: Option<SharedLimitFigure>,
+        ApiAndWebhooks {
+            deliveries,
+            shared_limits,
+        }: ApiAndWebhooks,
     ) -> anyhow::Result<Self> {
         let (base, small) = match redirect.as_slice() {
             [base, small, ..] => (base, small),

@@ -20,7 +20,8 @@ use crate::create::{self, CreationFigure, Mode};
 use crate::load::{self, LoadResult, LoadSettings};
 use crate::postgres::TempDatabase;
 use crate::report::{
-    ClickReport, LoadConfig, Machine, RedirectFigure, RedirectRuns, SeedFigure, Summary,
+    ApiAndWebhooks, ClickReport, LoadConfig, Machine, RedirectFigure, RedirectRuns, SeedFigure,
+    Summary,
 };
 use crate::servers::{self, ServerProcess};
 use crate::{procfs, seed};
@@ -187,8 +188,10 @@ pub async fn run(options: &RunOptions) -> anyhow::Result<Summary> {
         click_reports,
         created,
         seeding,
-        deliveries,
-        shared_limits,
+        ApiAndWebhooks {
+            deliveries,
+            shared_limits,
+        },
     )
 }
 
