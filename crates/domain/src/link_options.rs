@@ -226,14 +226,12 @@ pub struct Preview {
 impl Preview {
     /// Validates a title.
     pub fn title(s: &str) -> Result<String, OptionError> {
-        text(s, MAX_TITLE_LEN).ok_or(OptionError::Title)
+        text(s, MAX_TITLE_LEN, false).ok_or(OptionError::Title)
     }
 
     /// Validates a description (line breaks allowed).
     pub fn description(s: &str) -> Result<String, OptionError> {
-        text(&s.replace(['\n', '\r'], " "), MAX_DESCRIPTION_LEN)
-            .map(|_| s.to_owned())
-            .ok_or(OptionError::Description)
+        text(s, MAX_DESCRIPTION_LEN, true).ok_or(OptionError::Description)
     }
 
     /// Whether there is anything to show.
@@ -242,8 +240,11 @@ impl Preview {
     }
 }
 
-fn text(s: &str, max: usize) -> Option<String> {
-    (s.chars().count() <= max && !s.chars().any(char::is_control)).then(|| s.to_owned())
+/// `s`, when it has at most `max` characters and no control characters (but line breaks, where
+/// `line_breaks` allows them).
+fn text(s: &str, max: usize, line_breaks: bool) -> Option<String> {
+    let allowed = |c: char| !c.is_control() || (line_breaks && matches!(c, '\n' | '\r'));
+    (s.chars().count() <= max && s.chars().all(allowed)).then(|| s.to_owned())
 }
 
 /// A password as a client sent it, checked for length; hashed before it is stored.

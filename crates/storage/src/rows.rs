@@ -134,9 +134,7 @@ impl LinkRow {
             clicks: self.clicks + hooks.unfolded_clicks(self.seq),
             created_at: ts(self.created_at),
             options: LinkOptions {
-                rules: rules_from_column(self.rules.as_deref())?
-                    .map(|rules| (*rules).clone())
-                    .unwrap_or_default(),
+                rules: rules_from_column(self.rules.as_deref())?.unwrap_or_default(),
                 tags: tags_from_column(self.tags.as_deref())?,
                 archived: self.archived,
             },
@@ -160,7 +158,7 @@ impl RedirectRow {
             counter: CounterKey(self.seq),
             workspace_id: parsed(WorkspaceId::parse(&self.workspace_id), "workspace id")?,
             destination: Destination::from_trusted(self.destination),
-            rules: rules_from_column(self.rules.as_deref())?,
+            rules: rules_from_column(self.rules.as_deref())?.map(std::sync::Arc::new),
         })
     }
 }

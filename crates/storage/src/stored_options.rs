@@ -3,7 +3,6 @@
 //! and its tags as a JSON array, NULL for none. Values were validated on the way in.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use shortlink_domain::{
@@ -77,7 +76,7 @@ pub(crate) fn rules_column(rules: &RedirectRules) -> Option<String> {
 /// The redirect rules a `rules` column holds: `None` for a plain link.
 pub(crate) fn rules_from_column(
     column: Option<&str>,
-) -> Result<Option<Arc<RedirectRules>>, StorageError> {
+) -> Result<Option<RedirectRules>, StorageError> {
     let Some(json) = column else { return Ok(None) };
     let corrupt = || StorageError::Corrupt("link rules");
     let stored: StoredRules = serde_json::from_str(json).map_err(|_| corrupt())?;
@@ -109,7 +108,7 @@ pub(crate) fn rules_from_column(
             image: trusted(stored.image),
         },
     };
-    Ok(Some(Arc::new(rules)))
+    Ok(Some(rules))
 }
 
 /// The `tags` column for `tags`: `None` for none.
@@ -158,7 +157,7 @@ mod tests {
             },
         };
         let column = rules_column(&rules).unwrap();
-        assert_eq!(*rules_from_column(Some(&column)).unwrap().unwrap(), rules);
+        assert_eq!(rules_from_column(Some(&column)).unwrap(), Some(rules));
         assert!(rules_from_column(Some("{\"redirectType\": 303}")).is_err());
     }
 

@@ -112,10 +112,7 @@ pub(crate) async fn create_links(
             .iter()
             .flatten()
             .filter_map(|(outcome, _)| match outcome {
-                CreateOutcome::Created(link) => Some(Change::Link {
-                    domain: link.domain.clone(),
-                    code: link.short_code.to_string(),
-                }),
+                CreateOutcome::Created(link) => Some(link_change(link)),
                 CreateOutcome::SlugConflict => None,
             })
             .collect();
@@ -459,6 +456,7 @@ fn slug_taken(e: diesel::result::Error) -> StorageError {
     }
 }
 
+/// What other instances' caches must forget of `link`.
 fn link_change(link: &Link) -> Change {
     Change::Link {
         domain: link.domain.clone(),
