@@ -4,7 +4,6 @@
 
 use std::net::SocketAddr;
 use std::path::Path;
-use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -15,7 +14,7 @@ use serde::Serialize;
 
 use crate::api::ApiClient;
 use crate::seed;
-use crate::servers::{ServerProcess, free_loopback_addr};
+use crate::servers::{free_loopback_addr, sqlite_url, start_shortlink};
 
 /// Links (and so `link.created` events) the busy workspace creates.
 pub const EVENTS: usize = 20_000;
@@ -94,7 +93,7 @@ fn receiver(addr: SocketAddr, seen: Arc<Seen>) -> anyhow::Result<actix_web::dev:
 /// machine (the receiver is on loopback).
 pub async fn measure(bin: &Path, dir: &Path, base_url: &str) -> anyhow::Result<DeliveryFigure> {
     eprintln!("webhook deliveries: {EVENTS} events of one workspace, then one of another");
-    let url = format!("sqlite://{}", dir.join("deliveries.db").display());
+    let url = sqlite_url(&dir.join("deliveries.db"));
     let busy_key = seed::workspace_and_key(bin, &url)?;
     let other_key = seed::other_workspace_and_key(bin, &url)?;
     let seen = Arc::new(Seen::default());
@@ -102,18 +101,10 @@ pub async fn measure(bin: &Path, dir: &Path, base_url: &str) -> anyhow::Result<D
     let receiver = receiver(receiver_addr, seen.clone())?;
 
     let addr = free_loopback_addr()?;
-    let mut command = Command::new(bin);
-    command
-        .args([
-            "serve",
-            "--database-url",
-            &url,
-            "--listen",
-            &addr.to_string(),
-        ])
-        .args(["--base-url", base_url, "--webhook-allow-private-targets"]);
+    // The receiver is on loopback, which deliveries otherwise refuse.
+    let extra = ["--webhook-allow-private-targets"];
     let log = dir.join("deliveries.log");
-    let mut server = ServerProcess::spawn("shortlink", command, addr, log, None)?;
+    let mut server = start_shortlink(bin, &url, addr, base_url, &extra, log, None)?;
     server.wait_ready("/healthz").await?;
     let target = |path: &str| format!("http://{receiver_addr}/{path}");
     ApiClient::open(addr, &busy_key)

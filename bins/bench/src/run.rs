@@ -3,7 +3,7 @@
 //! summary. Every server is a child process guarded by [`ServerProcess`].
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -23,7 +23,7 @@ use crate::report::{
     ApiAndWebhooks, ClickReport, LoadConfig, Machine, RedirectFigure, RedirectRuns, SeedFigure,
     Summary,
 };
-use crate::servers::{self, ServerProcess};
+use crate::servers::{self, ServerProcess, sqlite_url};
 use crate::{procfs, seed};
 
 /// The base URL of every shortlink started here; links' `domain` is its host. Fixed, so links
@@ -193,10 +193,6 @@ pub async fn run(options: &RunOptions) -> anyhow::Result<Summary> {
             shared_limits,
         },
     )
-}
-
-fn sqlite_url(path: &Path) -> String {
-    format!("sqlite://{}", path.display())
 }
 
 /// How a shortlink database gets its links.
@@ -379,25 +375,17 @@ impl Bench<'_> {
         // the default configuration.
         draw: Draw,
     ) -> anyhow::Result<ServerProcess> {
-        let mut command = Command::new(&self.bin);
-        command
-            .arg("serve")
-            .arg("--database-url")
-            .arg(database_url)
-            .arg("--listen")
-            .arg(addr.to_string())
-            .arg("--base-url")
-            .arg(BASE_URL);
-        if draw == Draw::HotLinkNoAnalytics {
-            command.arg("--analytics").arg("off");
-        }
-        if draw == Draw::HotLinkMetrics {
-            command
-                .arg("--metrics-listen")
-                .arg(servers::free_loopback_addr()?.to_string());
-        }
+        let metrics;
+        let extra: &[&str] = match draw {
+            Draw::HotLinkNoAnalytics => &["--analytics", "off"],
+            Draw::HotLinkMetrics => {
+                metrics = servers::free_loopback_addr()?.to_string();
+                &["--metrics-listen", &metrics]
+            }
+            Draw::ManyLinks | Draw::HotLink | Draw::HotLinkWithOptions => &[],
+        };
         let log = self.scratch.path(&format!("{log}.log"));
-        ServerProcess::spawn("shortlink", command, addr, log, cpus)
+        servers::start_shortlink(&self.bin, database_url, addr, BASE_URL, extra, log, cpus)
     }
 
     /// Runs the load against `server` and gathers its figures, CPU time and peak memory.

@@ -52,6 +52,31 @@ pub fn shortlink_binary(explicit: Option<&Path>) -> anyhow::Result<PathBuf> {
     Ok(path)
 }
 
+/// `sqlite://PATH`.
+pub fn sqlite_url(path: &Path) -> String {
+    format!("sqlite://{}", path.display())
+}
+
+/// Starts `bin serve` on `database_url`, listening on `addr`, with short URLs under `base_url`:
+/// the default configuration, plus `extra` (the one flag a case is about, if any). Its log goes
+/// to `log`; with `cpus`, it runs on the servers' CPUs.
+pub fn start_shortlink(
+    bin: &Path,
+    database_url: &str,
+    addr: SocketAddr,
+    base_url: &str,
+    extra: &[&str],
+    log: PathBuf,
+    cpus: Option<&CpuPlan>,
+) -> anyhow::Result<ServerProcess> {
+    let mut command = Command::new(bin);
+    command
+        .args(["serve", "--database-url", database_url])
+        .args(["--listen", &addr.to_string(), "--base-url", base_url])
+        .args(extra);
+    ServerProcess::spawn("shortlink", command, addr, log, cpus)
+}
+
 /// A running server process, stopped when dropped.
 pub struct ServerProcess {
     name: String,

@@ -15,7 +15,7 @@ use serde::Serialize;
 
 use crate::http::Connection;
 use crate::seed;
-use crate::servers::{ServerProcess, free_loopback_addr};
+use crate::servers::{free_loopback_addr, sqlite_url, start_shortlink};
 
 /// Connections sending API requests at once for the throughput.
 const CONNECTIONS: usize = 16;
@@ -108,24 +108,13 @@ async fn side(
         "local"
     };
     eprintln!("API requests, rate limits {name}");
-    let url = format!("sqlite://{}", dir.join(format!("api-{name}.db")).display());
+    let url = sqlite_url(&dir.join(format!("api-{name}.db")));
     let key = Arc::new(seed::workspace_and_key(bin, &url)?);
     let addr = free_loopback_addr()?;
-    let mut command = Command::new(bin);
-    command
-        .args([
-            "serve",
-            "--database-url",
-            &url,
-            "--listen",
-            &addr.to_string(),
-        ])
-        .args(["--base-url", base_url]);
-    if let Some(redis_url) = redis_url {
-        command.args(["--redis-url", redis_url]);
-    }
+    let redis_flag = redis_url.map(|url| ["--redis-url", url]);
+    let extra = redis_flag.as_ref().map_or(&[][..], |flag| &flag[..]);
     let log = dir.join(format!("api-{name}.log"));
-    let mut server = ServerProcess::spawn("shortlink", command, addr, log, None)?;
+    let mut server = start_shortlink(bin, &url, addr, base_url, extra, log, None)?;
     server.wait_ready("/healthz").await?;
     let (latencies, _) = load(addr, &key, 1, LATENCY_DURATION).await?;
     let (_, per_second) = load(addr, &key, CONNECTIONS, DURATION).await?;
