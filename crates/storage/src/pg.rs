@@ -7,7 +7,7 @@ use tokio::sync::RwLock;
 
 use crate::StorageError;
 use crate::hooks::{Hooks, Lookup};
-use crate::rows::{DeliveryRow, NewLinkRow};
+use crate::rows::{AttemptRow, DeliveryRow, NewLinkRow};
 use crate::schema::{links, webhook_deliveries as d};
 
 /// The connection type the queries are compiled for here.
@@ -185,4 +185,12 @@ pub(crate) async fn insert_event_rows(
 /// One multi-row insert into the outbox.
 pub(crate) async fn insert_deliveries(c: &mut Conn, rows: Vec<DeliveryRow>) -> QueryResult<usize> {
     diesel::insert_into(d::table).values(rows).execute(c).await
+}
+
+/// One multi-row insert of attempt records.
+pub(crate) async fn insert_attempts(c: &mut Conn, rows: Vec<AttemptRow>) -> QueryResult<usize> {
+    diesel::insert_into(crate::schema::webhook_attempts::table)
+        .values(rows)
+        .execute(c)
+        .await
 }

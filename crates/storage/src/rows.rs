@@ -14,7 +14,9 @@ use shortlink_domain::{
 use crate::StorageError;
 use crate::hooks::Hooks;
 use crate::model::{CounterKey, RedirectTarget};
-use crate::schema::{api_keys, link_clicks, links, webhook_deliveries, webhooks, workspaces};
+use crate::schema::{
+    api_keys, link_clicks, links, webhook_attempts, webhook_deliveries, webhooks, workspaces,
+};
 use crate::stored_options::{rules_column, rules_from_column, tags_column, tags_from_column};
 
 /// What a lookup by a unique key found, as a domain record: `None` when no row matched, an error
@@ -288,6 +290,19 @@ impl WebhookRow {
             consecutive_failures: self.consecutive_failures,
         })
     }
+}
+
+/// One attempt's record, inserted with the batch's others in one statement.
+#[derive(Insertable)]
+#[diesel(table_name = webhook_attempts, treat_none_as_default_value = false)]
+pub(crate) struct AttemptRow {
+    pub event_id: String,
+    pub webhook_id: String,
+    pub attempt: i32,
+    pub started_at: i64,
+    pub duration_ms: i64,
+    pub status_code: Option<i32>,
+    pub error: Option<String>,
 }
 
 #[derive(Queryable, Selectable, Insertable, Clone)]

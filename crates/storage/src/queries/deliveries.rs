@@ -7,10 +7,10 @@ use shortlink_domain::{
     Timestamp, WebhookId, WebhookSecret, WebhookTarget,
 };
 
-use super::{Conn, lock_due, lock_endpoint, lock_for_writing};
+use super::{Conn, insert_attempts, lock_due, lock_endpoint, lock_for_writing};
 use crate::StorageError;
-use crate::rows::DeliveryRow;
-use crate::schema::{webhook_attempts, webhook_deliveries, webhooks};
+use crate::rows::{AttemptRow, DeliveryRow};
+use crate::schema::{webhook_deliveries, webhooks};
 
 /// Leases up to `limit` due deliveries until `lease_until`. A lease that runs out (its worker
 /// crashed) makes the delivery due again, which is what makes delivery at-least-once.
@@ -118,6 +118,7 @@ pub(crate) async fn record_attempts(
         .map(<[_]>::to_vec)
         .collect();
     c.transaction(async |c| -> Result<(), StorageError> {
+        let mut rows = Vec::with_capacity(attempts.len());
         for attempts in endpoints {
             let webhook = attempts[0].webhook_id.to_string();
             lock_endpoint(c, &webhook).await?;
@@ -132,22 +133,34 @@ pub(crate) async fn record_attempts(
                 .optional()?;
             for attempt in attempts {
                 if let Some(failures) = failures.as_mut() {
-                    record_one(c, attempt, failures).await?;
+                    rows.extend(record_one(c, attempt, failures).await?);
                 }
             }
+        }
+        // The attempts' rows in few statements rather than one each: on SQLite every statement
+        // is a handoff to the connection's thread.
+        let mut rows = rows.into_iter().peekable();
+        while rows.peek().is_some() {
+            let some = rows.by_ref().take(ATTEMPT_ROWS_PER_INSERT).collect();
+            insert_attempts(c, some).await?;
         }
         Ok(())
     })
     .await
 }
 
-/// Records one attempt and moves its delivery on, in the caller's transaction; `failures` is
-/// its endpoint's count of consecutive failed deliveries, kept up to date.
+/// Attempt rows per insert: 7 values each, far within either backend's bound on a statement's
+/// parameters (SQLite's is 32,766).
+const ATTEMPT_ROWS_PER_INSERT: usize = 1000;
+
+/// Moves one attempt's delivery on, in the caller's transaction, and returns the attempt's row
+/// (`None` when the delivery is gone) for the caller to insert; `failures` is its endpoint's
+/// count of consecutive failed deliveries, kept up to date.
 async fn record_one(
     c: &mut Conn,
     a: &AttemptRecord,
     failures: &mut i32,
-) -> Result<(), StorageError> {
+) -> Result<Option<AttemptRow>, StorageError> {
     let now = Timestamp::now().unix_millis();
     let (state, next_at) = match a.next {
         NextStep::Delivered => (DeliveryState::Delivered, None),
@@ -170,20 +183,8 @@ async fn record_one(
         .await
         .optional()?;
     let Some(attempt) = attempts else {
-        return Ok(());
+        return Ok(None);
     };
-    diesel::insert_into(webhook_attempts::table)
-        .values((
-            webhook_attempts::event_id.eq(a.event_id.to_string()),
-            webhook_attempts::webhook_id.eq(a.webhook_id.to_string()),
-            webhook_attempts::attempt.eq(attempt),
-            webhook_attempts::started_at.eq(a.started_at.unix_millis()),
-            webhook_attempts::duration_ms.eq(a.duration_ms),
-            webhook_attempts::status_code.eq(a.status_code),
-            webhook_attempts::error.eq(a.error.as_deref()),
-        ))
-        .execute(c)
-        .await?;
     let hook = webhooks::table.find(a.webhook_id.to_string());
     match a.next {
         // Written only when it changes: every delivery of a healthy endpoint rewriting its one
@@ -211,7 +212,15 @@ async fn record_one(
         }
         NextStep::Delivered | NextStep::RetryAt(_) => {}
     }
-    Ok(())
+    Ok(Some(AttemptRow {
+        event_id: a.event_id.to_string(),
+        webhook_id: a.webhook_id.to_string(),
+        attempt,
+        started_at: a.started_at.unix_millis(),
+        duration_ms: a.duration_ms,
+        status_code: a.status_code,
+        error: a.error.clone(),
+    }))
 }
 
 pub(crate) async fn release(

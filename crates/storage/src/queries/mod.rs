@@ -18,8 +18,8 @@ mod webhooks;
 mod workspaces;
 
 pub(crate) use super::{
-    Conn, Creation, announce, begin_creation, count_clicks, insert_deliveries, insert_event_rows,
-    insert_new_links, lock_due, lock_endpoint, lock_for_writing,
+    Conn, Creation, announce, begin_creation, count_clicks, insert_attempts, insert_deliveries,
+    insert_event_rows, insert_new_links, lock_due, lock_endpoint, lock_for_writing,
 };
 
 /// The backend the queries are compiled for.

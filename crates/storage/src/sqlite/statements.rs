@@ -14,7 +14,7 @@ use std::collections::{HashMap, HashSet};
 use super::recent_codes::{RecentCodes, read_file};
 use super::writer::Held;
 use super::{Conn, queries};
-use crate::rows::{DeliveryRow, NewLinkRow};
+use crate::rows::{AttemptRow, DeliveryRow, NewLinkRow};
 use crate::schema::webhook_deliveries as d;
 
 /// Selects an endpoint's due deliveries. This runs in a write transaction on SQLite's single
@@ -267,6 +267,17 @@ pub(crate) async fn insert_event_rows(
 pub(crate) async fn insert_deliveries(c: &mut Conn, rows: Vec<DeliveryRow>) -> QueryResult<usize> {
     c.spawn_blocking(move |c| {
         diesel::RunQueryDsl::execute(diesel::insert_into(d::table).values(rows), c)
+    })
+    .await
+}
+
+/// One multi-row insert of attempt records.
+pub(crate) async fn insert_attempts(c: &mut Conn, rows: Vec<AttemptRow>) -> QueryResult<usize> {
+    c.spawn_blocking(move |c| {
+        diesel::RunQueryDsl::execute(
+            diesel::insert_into(crate::schema::webhook_attempts::table).values(rows),
+            c,
+        )
     })
     .await
 }
