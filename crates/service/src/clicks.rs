@@ -1,10 +1,11 @@
 //! Exact click counting without a database write per click.
 //!
 //! The redirect records a click in memory (a short critical section: no I/O, no await). A
-//! flusher writes everything recorded so far in one transaction every [`FLUSH_INTERVAL`] (at
-//! once when [`FLUSH_EARLY_AT`] clicks wait), and once more on graceful stop. A failed write puts
-//! the batch back, so the next flush retries it: nothing counted is lost while the process lives,
-//! and a batch is either written whole or not at all, so nothing is counted twice.
+//! flusher writes everything recorded so far every [`FLUSH_INTERVAL`] (at once when
+//! [`FLUSH_EARLY_AT`] clicks wait), and once more on graceful stop, in transactions of at most
+//! [`FLUSH_PART`] clicks. A failed write puts its part and those after it back, so the next
+//! flush retries them: nothing counted is lost while the process lives, and a part is either
+//! written whole or not at all, so nothing is counted twice.
 //!
 //! With analytics on (the default), every click keeps what the redirect saw of it (a [`Visit`]:
 //! time, client address, referrer, user agent), and the flush turns each into its analytics
@@ -42,6 +43,11 @@ pub const FLUSH_INTERVAL: Duration = Duration::from_millis(250);
 /// Clicks waiting at which a flush starts at once, not at the next tick: a burst becomes several
 /// short transactions, each visible at once.
 pub const FLUSH_EARLY_AT: usize = 20_000;
+
+/// Most clicks written in one transaction: a flush of more writes them in parts, each visible
+/// when it commits, so a burst's clicks show part by part, and its enriched events and webhook
+/// payloads are built for one part at a time, not for the whole burst at once.
+pub const FLUSH_PART: usize = 2_000;
 
 /// Clicks waiting past which a click keeps only its time (its event then has no country,
 /// browser, referrer, …): a few hundred bytes each up to here, eight past it.
@@ -296,17 +302,16 @@ impl ClickCounter {
         base: &BaseUrl,
         webhooks: &WakeHandle,
     ) -> Result<(), StorageError> {
-        let started = std::time::Instant::now();
         // Other instances count clicks on capped links too (PostgreSQL): what this one wrote is
         // told apart from theirs after every flush (see `click_limits.rs`).
         let shared_limits =
             self.limits.is_tracking() && store.kind() == shortlink_storage::DatabaseKind::Postgres;
-        let pending = self.take();
-        if !pending.is_empty() {
+        let mut parts = in_parts(self.take(), FLUSH_PART).into_iter();
+        while let Some(pending) = parts.next() {
+            let started = std::time::Instant::now();
             let counts: Option<Vec<(CounterKey, u64)>> =
                 shared_limits.then(|| pending.iter().map(|p| (p.counter, p.count)).collect());
-            let written = self.write(store, base, pending).await;
-            let pending = match written {
+            match self.write(store, base, pending).await {
                 Ok(clicks) => {
                     if let Some(counts) = counts {
                         self.limits.written(counts);
@@ -315,13 +320,11 @@ impl ClickCounter {
                     if let Some(observe) = self.flush_observer.get() {
                         observe(clicks, started.elapsed());
                     }
-                    None
                 }
-                Err((pending, e)) => Some((pending, e)),
-            };
-            if let Some((pending, e)) = pending {
-                self.put_back(pending);
-                return Err(e);
+                Err((pending, e)) => {
+                    self.put_back(pending.into_iter().chain(parts.flatten()).collect());
+                    return Err(e);
+                }
             }
         }
         if shared_limits {
@@ -429,6 +432,38 @@ impl ClickCounter {
             }
         }
     }
+}
+
+/// `links` in parts of at most `most` clicks with details each (a link's clicks without details
+/// weigh one in all: they are one counter row), in order; a link with more is split, so the same
+/// link may appear in consecutive parts, never twice in one.
+fn in_parts(links: Vec<PendingClicks>, most: usize) -> Vec<Vec<PendingClicks>> {
+    let most = most.max(1);
+    let (mut parts, mut part, mut room) = (Vec::new(), Vec::new(), most);
+    for mut link in links {
+        // `room` is at least one here: a part is closed as soon as it is full.
+        while link.details() > room {
+            let mut head = empty(link.counter, link.workspace_id);
+            let visits = room.min(link.visits.len());
+            head.visits = link.visits.drain(..visits).collect();
+            head.bare = link.bare.drain(..room - visits).collect();
+            head.count = room as u64;
+            link.count -= head.count;
+            part.push(head);
+            parts.push(std::mem::take(&mut part));
+            room = most;
+        }
+        room = room.saturating_sub(link.details().max(1));
+        part.push(link);
+        if room == 0 {
+            parts.push(std::mem::take(&mut part));
+            room = most;
+        }
+    }
+    if !part.is_empty() {
+        parts.push(part);
+    }
+    parts
 }
 
 /// An entry with no clicks.
@@ -558,6 +593,44 @@ mod tests {
         let taken = counter.take();
         let seen: Vec<_> = taken.iter().map(|l| (l.count, l.details())).collect();
         assert_eq!(seen, vec![(1, 1), (2, 1)]);
+    }
+
+    #[test]
+    fn a_flush_is_written_in_parts_that_split_a_busy_link_and_lose_no_click() {
+        let links = |details: &[(i64, usize, usize, u64)]| -> Vec<PendingClicks> {
+            (details.iter())
+                .map(|&(key, visits, bare, count)| PendingClicks {
+                    counter: CounterKey(key),
+                    workspace_id: WorkspaceId::generate(),
+                    count,
+                    visits: (0..visits).map(|_| click()).collect(),
+                    bare: vec![Timestamp::now(); bare],
+                })
+                .collect()
+        };
+        // (counter, visits, bare times, count): link 3 counts 4 clicks without details.
+        let pending = links(&[(1, 3, 0, 3), (2, 6, 2, 8), (3, 1, 0, 5), (4, 0, 0, 2)]);
+        let parts = in_parts(pending, 4);
+        let shape: Vec<Vec<(i64, usize, usize, u64)>> = (parts.iter())
+            .map(|part| {
+                (part.iter())
+                    .map(|l| (l.counter.0, l.visits.len(), l.bare.len(), l.count))
+                    .collect()
+            })
+            .collect();
+        assert_eq!(
+            shape,
+            [
+                vec![(1, 3, 0, 3), (2, 1, 0, 1)],
+                vec![(2, 4, 0, 4)],
+                vec![(2, 1, 2, 3), (3, 1, 0, 5)],
+                vec![(4, 0, 0, 2)],
+            ]
+        );
+        for part in &parts {
+            let counters: HashSet<CounterKey> = part.iter().map(|l| l.counter).collect();
+            assert_eq!(counters.len(), part.len(), "a counter once per part");
+        }
     }
 
     #[test]

@@ -15,7 +15,7 @@ mod service;
 pub mod throttled_log;
 
 pub use cache::{FOUND_TTL, STALE_FOR};
-pub use clicks::{FLUSH_EARLY_AT, FLUSH_INTERVAL, FlushObserver, MAX_PENDING_DETAILS};
+pub use clicks::{FLUSH_EARLY_AT, FLUSH_INTERVAL, FLUSH_PART, FlushObserver, MAX_PENDING_DETAILS};
 pub use clock::Clock;
 pub use create::{MAX_GROUP, POSTGRES_WRITERS};
 pub use error::ServiceError;

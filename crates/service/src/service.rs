@@ -220,8 +220,9 @@ impl Service {
         self.inner.clicks.pending()
     }
 
-    /// Tells `observer` the clicks written and the time taken by every flush that writes some
-    /// (metrics); the first observer set stays.
+    /// Tells `observer` the clicks written and the time taken by every transaction of a flush
+    /// that writes some (at most [`crate::FLUSH_PART`] clicks each; metrics); the first observer
+    /// set stays.
     pub fn observe_flushes(&self, observer: FlushObserver) {
         self.inner.clicks.observe_flushes(observer);
     }

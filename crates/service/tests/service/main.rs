@@ -11,7 +11,7 @@ use shortlink_domain::{
     BaseUrl, Destination, LinkId, LinkPatch, LinkRef, RateLimit, Slug, Timestamp, Visit, Workspace,
     WorkspaceId,
 };
-use shortlink_service::{Service, ServiceError, ServiceSettings};
+use shortlink_service::{FLUSH_PART, Service, ServiceError, ServiceSettings};
 use shortlink_storage::testing::TestDatabase;
 use shortlink_storage::{CreateOutcome, LinkUpdate, NewLink, ServerOptions, Store, StoreOptions};
 
@@ -79,6 +79,40 @@ fn click() -> Visit {
 async fn destination(service: &Service, code: &str) -> Option<String> {
     let target = service.resolve(code).await.unwrap();
     target.map(|t| t.destination.as_str().to_owned())
+}
+
+#[tokio::test]
+async fn a_flush_of_many_clicks_commits_them_in_parts() {
+    for (_db, service, _) in services("a_flush_of_many_clicks_commits_them_in_parts").await {
+        let acme = workspace(service.store()).await;
+        let outcomes =
+            (service.create_links(vec![new_link(&acme, "busy", "https://example.com/")]))
+                .await
+                .unwrap();
+        let CreateOutcome::Created(created) = &outcomes[0] else {
+            panic!("created")
+        };
+        let busy = service.resolve("busy").await.unwrap().unwrap();
+        let parts = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let seen = parts.clone();
+        service.observe_flushes(std::sync::Arc::new(move |clicks, _| {
+            seen.lock().unwrap().push(clicks);
+        }));
+        let clicks = 2 * FLUSH_PART + 500;
+        for _ in 0..clicks {
+            service.record_click(&busy, click);
+        }
+        service.flush_clicks().await.unwrap();
+        let part = FLUSH_PART as u64;
+        assert_eq!(*parts.lock().unwrap(), [part, part, 500]);
+        let link = (service.store())
+            .get_link(acme.id, &LinkRef::Id(created.id), service.domain())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(link.clicks, clicks as i64);
+        service.shutdown().await.unwrap();
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -14,6 +14,9 @@ use crate::model::{ClickBatch, LinkClicks};
 use crate::rows::{LinkRow, with_clicks};
 use crate::schema::links;
 
+/// `link.clicked` events made before they are written to the outbox.
+const EVENTS_PER_WRITE: usize = 500;
+
 /// Adds each link's clicks to its counter (or, where the backend journals them, journals them) and
 /// writes `link.clicked` events for subscribed endpoints, all in one transaction: either the
 /// whole batch counts or none of it does, so a retry after a failure cannot count twice. Clicks
@@ -55,7 +58,9 @@ pub(crate) async fn record_clicks(
             .into_iter()
             .map(|row| (row.seq, row))
             .collect();
-        let mut events = Vec::new();
+        // Each link's view once; its events are made and written a few hundred at a time, so a
+        // batch's clicks are never all held as events and payloads at once.
+        let mut views = Vec::with_capacity(wanted.len());
         for entry in wanted {
             let Some(row) = rows.remove(&entry.counter.0) else {
                 continue;
@@ -67,21 +72,20 @@ pub(crate) async fn record_clicks(
                     .clicks
                     .saturating_add(i64::try_from(entry.count).unwrap_or(i64::MAX));
             }
-            let view = link.view(base);
-            // Clicks counted without their details (analytics off and the workspace not known to
-            // listen yet) carry only the flush's time.
-            let bare = ClickInfo::bare(Timestamp::now());
-            let missing = entry.count.saturating_sub(entry.clicks.len() as u64);
-            let clicks = entry
-                .clicks
-                .iter()
-                .map(|event| &event.click)
-                .chain(std::iter::repeat_n(&bare, missing as usize));
-            for click in clicks {
-                events.push((
-                    link.workspace_id,
-                    Event::link_clicked(view.clone(), click.clone()),
-                ));
+            views.push((link.workspace_id, link.view(base), entry));
+        }
+        // Clicks counted without their details (analytics off and the workspace not known to
+        // listen yet) carry only the flush's time.
+        let bare = ClickInfo::bare(Timestamp::now());
+        let mut events = Vec::with_capacity(EVENTS_PER_WRITE);
+        for (workspace, view, entry) in &views {
+            for i in 0..usize::try_from(entry.count).unwrap_or(usize::MAX) {
+                let click = entry.clicks.get(i).map_or(&bare, |event| &event.click);
+                events.push((*workspace, Event::link_clicked(view.clone(), click.clone())));
+                if events.len() == EVENTS_PER_WRITE {
+                    outbox::write(c, &subs, &events).await?;
+                    events.clear();
+                }
             }
         }
         outbox::write(c, &subs, &events).await

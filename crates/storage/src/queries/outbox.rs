@@ -52,14 +52,15 @@ pub(crate) async fn subscriptions(
     Ok(Subscriptions(subs))
 }
 
-/// Writes each event for the subscribed endpoints of the workspace it is paired with.
+/// Writes each event for the subscribed endpoints of the workspace it is paired with, a few
+/// hundred rows per statement.
 pub(crate) async fn write(
     c: &mut Conn,
     subs: &Subscriptions,
     events: &[(WorkspaceId, Event)],
 ) -> Result<(), StorageError> {
     let now = Timestamp::now().unix_millis();
-    let mut rows = Vec::new();
+    let mut rows = Vec::with_capacity(INSERT_CHUNK);
     for (workspace, event) in events {
         let kind = event.kind();
         let Some(hooks) = subs.0.get(workspace) else {
@@ -84,9 +85,16 @@ pub(crate) async fn write(
                 updated_at: now,
             });
         }
+        if rows.len() >= INSERT_CHUNK {
+            insert_deliveries(
+                c,
+                std::mem::replace(&mut rows, Vec::with_capacity(INSERT_CHUNK)),
+            )
+            .await?;
+        }
     }
-    for chunk in rows.chunks(INSERT_CHUNK) {
-        insert_deliveries(c, chunk.to_vec()).await?;
+    if !rows.is_empty() {
+        insert_deliveries(c, rows).await?;
     }
     Ok(())
 }

@@ -499,3 +499,40 @@ each_backend!(
         assert_eq!(seen.len(), 41);
     }
 );
+
+each_backend!(
+    a_large_batch_of_clicks_becomes_one_event_per_click_for_each_endpoint,
+    as_server,
+    |store| {
+        let acme = workspace(&store, "acme").await;
+        for _ in 0..2 {
+            webhook(&store, &acme, &[EventKind::LinkClicked]).await;
+        }
+        create(
+            &store,
+            new_link(&acme, Some("busy"), "https://example.com/"),
+        )
+        .await;
+        let counter = (store.resolve(base().domain(), "busy").await)
+            .unwrap()
+            .unwrap()
+            .counter;
+        // More events than are made at once, more rows than one insert takes.
+        let clicks = 1_201;
+        let click = ClickEvent {
+            click: ClickInfo::bare(Timestamp::now()),
+            visitor: 1,
+        };
+        let batch = ClickBatch {
+            links: vec![LinkClicks {
+                counter,
+                workspace_id: acme.id,
+                count: clicks,
+                clicks: vec![click; 1_000],
+            }],
+            events: false,
+        };
+        store.record_clicks(batch.into(), &base()).await.unwrap();
+        assert_eq!(store.pending_deliveries().await.unwrap(), 2 * clicks);
+    }
+);
