@@ -95,9 +95,9 @@ impl ApiClient {
             .collect()
     }
 
-    /// POST `/api/v1/webhooks`: an endpoint at `target` for `link.created`.
-    pub async fn create_webhook(&mut self, target: &str) -> anyhow::Result<()> {
-        let body = serde_json::json!({"targetUrl": target, "events": ["link.created"]});
+    /// POST `/api/v1/webhooks`: an endpoint at `target` for `event` (`link.created`, …).
+    pub async fn create_webhook(&mut self, target: &str, event: &str) -> anyhow::Result<()> {
+        let body = serde_json::json!({"targetUrl": target, "events": [event]});
         let (status, body) = self.post("/api/v1/webhooks", &body).await?;
         if status != StatusCode::OK {
             bail!(

@@ -17,7 +17,7 @@ use crate::seed;
 use crate::servers::{free_loopback_addr, sqlite_url, start_shortlink};
 
 /// Links (and so `link.created` events) the busy workspace creates.
-pub const EVENTS: usize = 20_000;
+pub const EVENTS: usize = 50_000;
 /// How long the deliveries may take in all before the run fails.
 const DEADLINE: Duration = Duration::from_secs(120);
 
@@ -37,8 +37,9 @@ pub struct DeliveryFigure {
 
 /// What the receiver saw.
 #[derive(Default)]
-struct Seen {
-    busy: AtomicUsize,
+pub struct Seen {
+    /// Deliveries to any path but `/other`.
+    pub busy: AtomicUsize,
     /// When the last of the busy endpoint's deliveries arrived.
     busy_last: Mutex<Option<Instant>>,
     /// When the other endpoint's first delivery arrived.
@@ -46,28 +47,33 @@ struct Seen {
 }
 
 /// Runs the receiver on a thread of its own until the returned handle stops it.
-fn receiver(addr: SocketAddr, seen: Arc<Seen>) -> anyhow::Result<actix_web::dev::ServerHandle> {
+pub fn receiver(addr: SocketAddr, seen: Arc<Seen>) -> anyhow::Result<actix_web::dev::ServerHandle> {
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         actix_web::rt::System::new().block_on(async move {
             let server = HttpServer::new(move || {
                 let seen = seen.clone();
-                App::new().default_service(web::post().to(move |req: actix_web::HttpRequest| {
-                    let seen = seen.clone();
-                    async move {
-                        let now = Instant::now();
-                        if req.path() == "/other" {
-                            seen.other_first
-                                .lock()
-                                .map(|mut t| *t.get_or_insert(now))
-                                .ok();
-                        } else {
-                            seen.busy.fetch_add(1, Ordering::Relaxed);
-                            seen.busy_last.lock().map(|mut t| *t = Some(now)).ok();
+                // The body is read, as a receiver that checks signatures reads it: answered
+                // before its body arrived, actix closes the connection, and the attempt that
+                // reused it fails.
+                App::new().default_service(web::post().to(
+                    move |req: actix_web::HttpRequest, _body: web::Bytes| {
+                        let seen = seen.clone();
+                        async move {
+                            let now = Instant::now();
+                            if req.path() == "/other" {
+                                seen.other_first
+                                    .lock()
+                                    .map(|mut t| *t.get_or_insert(now))
+                                    .ok();
+                            } else {
+                                seen.busy.fetch_add(1, Ordering::Relaxed);
+                                seen.busy_last.lock().map(|mut t| *t = Some(now)).ok();
+                            }
+                            HttpResponse::NoContent().finish()
                         }
-                        HttpResponse::NoContent().finish()
-                    }
-                }))
+                    },
+                ))
             })
             .workers(2)
             .disable_signals()
@@ -109,10 +115,12 @@ pub async fn measure(bin: &Path, dir: &Path, base_url: &str) -> anyhow::Result<D
     let target = |path: &str| format!("http://{receiver_addr}/{path}");
     ApiClient::open(addr, &busy_key)
         .await?
-        .create_webhook(&target("busy"))
+        .create_webhook(&target("busy"), "link.created")
         .await?;
     let mut other = ApiClient::open(addr, &other_key).await?;
-    other.create_webhook(&target("other")).await?;
+    other
+        .create_webhook(&target("other"), "link.created")
+        .await?;
 
     let started = Instant::now();
     seed::through_api(addr, &busy_key, EVENTS, 4).await?;

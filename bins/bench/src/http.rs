@@ -8,7 +8,7 @@ use anyhow::Context;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::client::conn::http1::{self, SendRequest};
-use hyper::header::{self, HeaderValue};
+use hyper::header::{self, HeaderMap, HeaderValue};
 use hyper::{Method, Request, StatusCode};
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
@@ -57,6 +57,28 @@ impl Connection {
         bearer: Option<&str>,
         json: Option<Bytes>,
     ) -> anyhow::Result<(StatusCode, Bytes)> {
+        let (status, _, body) = self.exchange(method, path, bearer, json).await?;
+        Ok((status, body))
+    }
+
+    /// GETs `path` (a short code) and returns the status and the `Location` header, if any.
+    pub async fn redirect(&mut self, path: &str) -> anyhow::Result<(StatusCode, Option<String>)> {
+        let (status, headers, _) = self.exchange(Method::GET, path, None, None).await?;
+        let location = headers
+            .get(header::LOCATION)
+            .and_then(|l| l.to_str().ok())
+            .map(str::to_owned);
+        Ok((status, location))
+    }
+
+    /// Sends one request and reads the whole response.
+    async fn exchange(
+        &mut self,
+        method: Method,
+        path: &str,
+        bearer: Option<&str>,
+        json: Option<Bytes>,
+    ) -> anyhow::Result<(StatusCode, HeaderMap, Bytes)> {
         let mut builder = Request::builder()
             .method(method)
             .uri(path)
@@ -81,12 +103,11 @@ impl Connection {
     async fn round_trip(
         &mut self,
         request: Request<Full<Bytes>>,
-    ) -> anyhow::Result<(StatusCode, Bytes)> {
+    ) -> anyhow::Result<(StatusCode, HeaderMap, Bytes)> {
         self.sender.ready().await?;
-        let response = self.sender.send_request(request).await?;
-        let status = response.status();
-        let body = response.into_body().collect().await?.to_bytes();
-        Ok((status, body))
+        let (parts, body) = self.sender.send_request(request).await?.into_parts();
+        let body = body.collect().await?.to_bytes();
+        Ok((parts.status, parts.headers, body))
     }
 }
 

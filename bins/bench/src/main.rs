@@ -4,6 +4,7 @@
 
 mod api;
 mod baseline;
+mod burst;
 mod clicks;
 mod cpus;
 mod create;
@@ -12,6 +13,7 @@ mod http;
 mod load;
 mod postgres;
 mod procfs;
+mod propagation;
 mod report;
 mod run;
 mod seed;

@@ -7,7 +7,9 @@ use std::path::Path;
 use anyhow::Context;
 use serde::Serialize;
 
+use crate::burst::BurstFigure;
 use crate::deliveries::DeliveryFigure;
+use crate::propagation::PropagationFigure;
 use crate::shared_limits::SharedLimitFigure;
 
 use crate::clicks::ClickCheck;
@@ -172,12 +174,17 @@ pub struct Target {
     pub met: bool,
 }
 
-/// The runs beside the redirect and creation: webhook deliveries, and the API with Redis.
+/// The runs beside the redirect and creation: webhook deliveries, the API with Redis, a burst
+/// of clicks, and a change between two instances.
 pub struct ApiAndWebhooks {
     /// Webhook deliveries to a receiver on this machine.
     pub deliveries: DeliveryFigure,
     /// The API with rate limits shared through Redis; `None` without `redis-server`.
     pub shared_limits: Option<SharedLimitFigure>,
+    /// A burst of clicks with a `link.clicked` subscriber, per backend.
+    pub bursts: Vec<BurstFigure>,
+    /// A change seen by another instance; `None` without PostgreSQL.
+    pub propagation: Option<PropagationFigure>,
 }
 
 /// Everything one run measured.
@@ -208,6 +215,10 @@ pub struct Summary {
     /// API requests with rate limits shared through Redis, against the instance's own; `None`
     /// without `redis-server`.
     pub shared_limits: Option<SharedLimitFigure>,
+    /// A burst of clicks with a `link.clicked` subscriber, per backend.
+    pub bursts: Vec<BurstFigure>,
+    /// How soon a change through one instance shows on another; `None` without PostgreSQL.
+    pub propagation: Option<PropagationFigure>,
     /// The targets, met or not.
     pub targets: Vec<Target>,
 }
@@ -230,6 +241,8 @@ impl Summary {
         ApiAndWebhooks {
             deliveries,
             shared_limits,
+            bursts,
+            propagation,
         }: ApiAndWebhooks,
     ) -> anyhow::Result<Self> {
         let (base, small) = match redirect.as_slice() {
@@ -372,6 +385,28 @@ impl Summary {
                 met: ratio >= 0.80,
             });
         }
+        for b in &bursts {
+            targets.push(Target {
+                name: format!("a 100,000-click burst visible, {}", b.backend),
+                wanted: "<= 2,000 ms".into(),
+                reached: format!("{:.0} ms", b.visible_after_ms),
+                met: b.visible_after_ms <= 2_000.0,
+            });
+            targets.push(Target {
+                name: format!("server memory growth in the burst, {}", b.backend),
+                wanted: "<= 50 MiB".into(),
+                reached: format!("{:.1} MiB", b.rss_growth_mib),
+                met: b.rss_growth_mib <= 50.0,
+            });
+        }
+        if let Some(p) = &propagation {
+            targets.push(Target {
+                name: "a change seen by another instance, p99".into(),
+                wanted: "<= 250 ms".into(),
+                reached: format!("{:.1} ms", p.p99_ms),
+                met: p.p99_ms <= 250.0,
+            });
+        }
         Ok(Self {
             machine,
             load,
@@ -384,6 +419,8 @@ impl Summary {
             seeding,
             deliveries,
             shared_limits,
+            bursts,
+            propagation,
             targets,
         })
     }
@@ -534,6 +571,24 @@ impl Summary {
                 shared.local_p50_micros,
                 thousands(shared.shared_per_second),
                 shared.shared_p50_micros
+            );
+        }
+        for b in &self.bursts {
+            let _ = writeln!(
+                out,
+                "a burst of {} clicks with a link.clicked subscriber, {}: {:.2} s; all visible {:.0} ms after; memory +{:.1} MiB",
+                thousands(crate::burst::CLICKS as f64),
+                b.backend,
+                b.burst_seconds,
+                b.visible_after_ms,
+                b.rss_growth_mib
+            );
+        }
+        if let Some(p) = &self.propagation {
+            let _ = writeln!(
+                out,
+                "a change through one instance seen by another ({} changes): median {:.1} ms, p99 {:.1} ms, max {:.1} ms",
+                p.changes, p.p50_ms, p.p99_ms, p.max_ms
             );
         }
         for s in &self.seeding {

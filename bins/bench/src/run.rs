@@ -150,6 +150,23 @@ pub async fn run(options: &RunOptions) -> anyhow::Result<Summary> {
         crate::deliveries::measure(&bench.bin, &bench.scratch.path(""), BASE_URL).await?;
     let shared_limits =
         crate::shared_limits::measure(&bench.bin, &bench.scratch.path(""), BASE_URL).await?;
+    let bursts = crate::burst::measure(
+        &bench.bin,
+        &bench.scratch.path(""),
+        BASE_URL,
+        options.postgres_url.as_deref(),
+    )
+    .await?;
+    let propagation = match &options.postgres_url {
+        Some(admin_url) => Some(
+            crate::propagation::measure(&bench.bin, &bench.scratch.path(""), BASE_URL, admin_url)
+                .await?,
+        ),
+        None => {
+            eprintln!("propagation between instances: skipped (TEST_POSTGRES_URL is not set)");
+            None
+        }
+    };
     let sqlite = sqlite_url(&bench.scratch.path("create.db"));
     let mut created = bench.creation("sqlite", &sqlite).await?;
     if let Some(admin_url) = &options.postgres_url {
@@ -191,6 +208,8 @@ pub async fn run(options: &RunOptions) -> anyhow::Result<Summary> {
         ApiAndWebhooks {
             deliveries,
             shared_limits,
+            bursts,
+            propagation,
         },
     )
 }
