@@ -13,15 +13,21 @@ use crate::redis::Redis;
 
 /// Two servers on one fresh PostgreSQL database, or `None` (reported) without one.
 async fn two_servers(test: &str) -> Option<(TestApp, TestApp)> {
-    two_servers_sharing(test, None).await
+    let db = TestDatabase::postgres(test).await?;
+    Some(two_on(db, None).await)
 }
 
-/// [`two_servers`], sharing the Redis at `redis_url` when there is one.
-async fn two_servers_sharing(
-    test: &str,
-    redis_url: Option<&'static str>,
-) -> Option<(TestApp, TestApp)> {
+/// [`two_servers`], sharing a Redis of the test's own (started once PostgreSQL is there: without
+/// it the test is skipped, and needs no Redis either).
+async fn two_servers_with_redis(test: &str) -> Option<(Redis, TestApp, TestApp)> {
     let db = TestDatabase::postgres(test).await?;
+    let redis = Redis::start();
+    let (first, second) = two_on(db, Some(redis.url())).await;
+    Some((redis, first, second))
+}
+
+/// Two servers on `db`, sharing the Redis at `redis_url` when there is one.
+async fn two_on(db: TestDatabase, redis_url: Option<&'static str>) -> (TestApp, TestApp) {
     let second = db.shared();
     // Both serve one short domain, as instances behind a load balancer do.
     let setup = Setup {
@@ -32,7 +38,7 @@ async fn two_servers_sharing(
     let first = TestApp::spawn_with(db, setup).await;
     let url = second.url.clone();
     let other = TestApp::spawn_reaching(second, &url, setup).await;
-    Some((first, other))
+    (first, other)
 }
 
 /// Visits `code` on `app` until it answers `status` (and `location`), within a second.
@@ -183,9 +189,8 @@ async fn rate_limits(app: &TestApp) -> String {
 
 #[tokio::test]
 async fn with_redis_a_workspace_rate_holds_across_instances_and_survives_redis_going_away() {
-    let mut redis = Redis::start();
     let test = concat!(module_path!(), "::redis");
-    let Some((first, second)) = two_servers_sharing(test, Some(redis.url())).await else {
+    let Some((mut redis, first, second)) = two_servers_with_redis(test).await else {
         return;
     };
     let tenant = first.new_tenant("limited", 10).await;
@@ -255,9 +260,8 @@ async fn max_clicks_counts_every_instance_clicks() {
 
 #[tokio::test]
 async fn with_redis_the_failed_authentication_budget_holds_across_instances() {
-    let redis = Redis::start();
     let test = concat!(module_path!(), "::auth_budget");
-    let Some((first, second)) = two_servers_sharing(test, Some(redis.url())).await else {
+    let Some((_redis, first, second)) = two_servers_with_redis(test).await else {
         return;
     };
     let budget = shortlink_http::ratelimit::AUTH_FAILURES_PER_MINUTE;

@@ -419,7 +419,7 @@ impl Drop for Server {
 }
 
 /// A port that was free a moment ago (the server binds it; see [`Server::start`] for the race).
-fn free_port() -> u16 {
+pub fn free_port() -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind a probe port");
     listener.local_addr().expect("probe address").port()
 }

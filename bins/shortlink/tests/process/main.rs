@@ -8,6 +8,7 @@ mod helpers;
 mod instances;
 mod logging;
 mod metrics;
+mod nginx;
 #[path = "../support/redis.rs"]
 mod redis;
 mod shutdown;
