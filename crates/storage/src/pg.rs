@@ -8,7 +8,7 @@ use tokio::sync::RwLock;
 use crate::StorageError;
 use crate::hooks::{Hooks, Lookup};
 use crate::rows::{AttemptRow, DeliveryRow, NewLinkRow};
-use crate::schema::{links, webhook_deliveries as d};
+use crate::schema::links;
 
 /// The connection type the queries are compiled for here.
 pub(crate) type Conn = diesel_async::AsyncPgConnection;
@@ -182,9 +182,69 @@ pub(crate) async fn insert_event_rows(
     Ok(())
 }
 
-/// One multi-row insert into the outbox.
+/// One insert into the outbox: the rows as one array per column, unnested by the server, so the
+/// statement has twelve parameters whatever the rows, not twelve per row.
 pub(crate) async fn insert_deliveries(c: &mut Conn, rows: Vec<DeliveryRow>) -> QueryResult<usize> {
-    diesel::insert_into(d::table).values(rows).execute(c).await
+    use diesel::sql_types::{Array, BigInt, Integer, Nullable, Text};
+    let mut cols = DeliveryColumns::default();
+    for row in rows {
+        cols.push(row);
+    }
+    diesel::sql_query(
+        "INSERT INTO webhook_deliveries (event_id, webhook_id, event_type, payload, state, \
+         attempts, next_attempt_at, locked_until, last_status_code, last_error, created_at, \
+         updated_at) SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], \
+         $5::text[], $6::int4[], $7::int8[], $8::int8[], $9::int4[], $10::text[], $11::int8[], \
+         $12::int8[])",
+    )
+    .bind::<Array<Text>, _>(cols.event_id)
+    .bind::<Array<Text>, _>(cols.webhook_id)
+    .bind::<Array<Text>, _>(cols.event_type)
+    .bind::<Array<Text>, _>(cols.payload)
+    .bind::<Array<Text>, _>(cols.state)
+    .bind::<Array<Integer>, _>(cols.attempts)
+    .bind::<Array<BigInt>, _>(cols.next_attempt_at)
+    .bind::<Array<Nullable<BigInt>>, _>(cols.locked_until)
+    .bind::<Array<Nullable<Integer>>, _>(cols.last_status_code)
+    .bind::<Array<Nullable<Text>>, _>(cols.last_error)
+    .bind::<Array<BigInt>, _>(cols.created_at)
+    .bind::<Array<BigInt>, _>(cols.updated_at)
+    .execute(c)
+    .await
+}
+
+/// [`DeliveryRow`]s as one vector per column.
+#[derive(Default)]
+struct DeliveryColumns {
+    event_id: Vec<String>,
+    webhook_id: Vec<String>,
+    event_type: Vec<String>,
+    payload: Vec<String>,
+    state: Vec<String>,
+    attempts: Vec<i32>,
+    next_attempt_at: Vec<i64>,
+    locked_until: Vec<Option<i64>>,
+    last_status_code: Vec<Option<i32>>,
+    last_error: Vec<Option<String>>,
+    created_at: Vec<i64>,
+    updated_at: Vec<i64>,
+}
+
+impl DeliveryColumns {
+    fn push(&mut self, row: DeliveryRow) {
+        self.event_id.push(row.event_id);
+        self.webhook_id.push(row.webhook_id);
+        self.event_type.push(row.event_type);
+        self.payload.push(row.payload);
+        self.state.push(row.state);
+        self.attempts.push(row.attempts);
+        self.next_attempt_at.push(row.next_attempt_at);
+        self.locked_until.push(row.locked_until);
+        self.last_status_code.push(row.last_status_code);
+        self.last_error.push(row.last_error);
+        self.created_at.push(row.created_at);
+        self.updated_at.push(row.updated_at);
+    }
 }
 
 /// One multi-row insert of attempt records.
