@@ -10,6 +10,7 @@ mod cpus;
 mod create;
 mod deliveries;
 mod http;
+mod ingestion;
 mod load;
 mod postgres;
 mod procfs;

@@ -9,6 +9,7 @@ use serde::Serialize;
 
 use crate::burst::BurstFigure;
 use crate::deliveries::DeliveryFigure;
+use crate::ingestion::IngestionFigure;
 use crate::propagation::PropagationFigure;
 use crate::shared_limits::SharedLimitFigure;
 
@@ -175,7 +176,7 @@ pub struct Target {
 }
 
 /// The runs beside the redirect and creation: webhook deliveries, the API with Redis, a burst
-/// of clicks, and a change between two instances.
+/// of clicks, analytics ingestion, and a change between two instances.
 pub struct ApiAndWebhooks {
     /// Webhook deliveries to a receiver on this machine.
     pub deliveries: DeliveryFigure,
@@ -183,6 +184,8 @@ pub struct ApiAndWebhooks {
     pub shared_limits: Option<SharedLimitFigure>,
     /// A burst of clicks with a `link.clicked` subscriber, per backend.
     pub bursts: Vec<BurstFigure>,
+    /// Analytics events written through storage, per backend.
+    pub ingestion: Vec<IngestionFigure>,
     /// A change seen by another instance; `None` without PostgreSQL.
     pub propagation: Option<PropagationFigure>,
 }
@@ -217,6 +220,8 @@ pub struct Summary {
     pub shared_limits: Option<SharedLimitFigure>,
     /// A burst of clicks with a `link.clicked` subscriber, per backend.
     pub bursts: Vec<BurstFigure>,
+    /// Analytics events written through storage, per backend.
+    pub ingestion: Vec<IngestionFigure>,
     /// How soon a change through one instance shows on another; `None` without PostgreSQL.
     pub propagation: Option<PropagationFigure>,
     /// The targets, met or not.
@@ -242,6 +247,7 @@ impl Summary {
             deliveries,
             shared_limits,
             bursts,
+            ingestion,
             propagation,
         }: ApiAndWebhooks,
     ) -> anyhow::Result<Self> {
@@ -399,6 +405,19 @@ impl Summary {
                 met: b.rss_growth_mib <= 50.0,
             });
         }
+        for i in &ingestion {
+            let bound = if i.backend == "sqlite" {
+                100_000.0
+            } else {
+                50_000.0
+            };
+            targets.push(Target {
+                name: format!("analytics ingestion, {}", i.backend),
+                wanted: format!(">= {} events/s", thousands(bound)),
+                reached: format!("{} events/s", thousands(i.per_second)),
+                met: i.per_second >= bound,
+            });
+        }
         if let Some(p) = &propagation {
             targets.push(Target {
                 name: "a change seen by another instance, p99".into(),
@@ -420,6 +439,7 @@ impl Summary {
             deliveries,
             shared_limits,
             bursts,
+            ingestion,
             propagation,
             targets,
         })
@@ -582,6 +602,16 @@ impl Summary {
                 b.burst_seconds,
                 b.visible_after_ms,
                 b.rss_growth_mib
+            );
+        }
+        for i in &self.ingestion {
+            let _ = writeln!(
+                out,
+                "analytics ingestion, {}: {} events in {:.2} s, {} events/s",
+                i.backend,
+                thousands(i.events as f64),
+                i.seconds,
+                thousands(i.per_second)
             );
         }
         if let Some(p) = &self.propagation {

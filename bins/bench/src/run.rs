@@ -157,6 +157,13 @@ pub async fn run(options: &RunOptions) -> anyhow::Result<Summary> {
         options.postgres_url.as_deref(),
     )
     .await?;
+    let ingestion = crate::ingestion::measure(
+        &bench.bin,
+        &bench.scratch.path(""),
+        &bench.base,
+        options.postgres_url.as_deref(),
+    )
+    .await?;
     let propagation = match &options.postgres_url {
         Some(admin_url) => Some(
             crate::propagation::measure(&bench.bin, &bench.scratch.path(""), BASE_URL, admin_url)
@@ -209,6 +216,7 @@ pub async fn run(options: &RunOptions) -> anyhow::Result<Summary> {
             deliveries,
             shared_limits,
             bursts,
+            ingestion,
             propagation,
         },
     )
