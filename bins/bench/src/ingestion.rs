@@ -103,18 +103,12 @@ async fn on(
     }
     let seconds = started.elapsed().as_secs_f64();
     // Every event is there.
-    let everything = EventFilter {
-        workspace_id: links[0].workspace_id,
-        link: None,
-        start: Timestamp::from_unix_millis(0),
-        end: Timestamp::now().plus(Duration::from_secs(3600)),
-        country: None,
-        city: None,
-        device: None,
-        browser: None,
-        os: None,
-        referrer: None,
-    };
+    let everything = EventFilter::between(
+        links[0].workspace_id,
+        None,
+        Timestamp::from_unix_millis(0),
+        Timestamp::now().plus(Duration::from_secs(3600)),
+    );
     let written = store.analytics_totals(&everything).await?.clicks;
     anyhow::ensure!(
         written == EVENTS as u64,

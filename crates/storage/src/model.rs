@@ -304,6 +304,29 @@ pub struct EventFilter {
     pub referrer: Option<String>,
 }
 
+impl EventFilter {
+    /// Every event of `workspace_id` (or of its `link`) in `[start, end)`, with no other filter.
+    pub fn between(
+        workspace_id: WorkspaceId,
+        link: Option<CounterKey>,
+        start: Timestamp,
+        end: Timestamp,
+    ) -> Self {
+        Self {
+            workspace_id,
+            link,
+            start,
+            end,
+            country: None,
+            city: None,
+            device: None,
+            browser: None,
+            os: None,
+            referrer: None,
+        }
+    }
+}
+
 /// What an analytics breakdown groups by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Dimension {

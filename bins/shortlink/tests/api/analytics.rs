@@ -456,18 +456,12 @@ async fn clicks_and_events_agree_after_a_concurrent_load_and_a_stop(mut app: Tes
         .await
         .expect("the database answers")
         .expect("the link exists");
-    let filter = shortlink_storage::EventFilter {
-        workspace_id: c1.workspace_id,
-        link: Some(c1.counter),
-        start: Timestamp::from_unix_millis(0),
-        end: Timestamp::now().plus(std::time::Duration::from_secs(60)),
-        country: None,
-        city: None,
-        device: None,
-        browser: None,
-        os: None,
-        referrer: None,
-    };
+    let filter = shortlink_storage::EventFilter::between(
+        c1.workspace_id,
+        Some(c1.counter),
+        Timestamp::from_unix_millis(0),
+        Timestamp::now().plus(std::time::Duration::from_secs(60)),
+    );
     let events = app
         .store
         .analytics_totals(&filter)
