@@ -52,10 +52,8 @@ pub async fn measure(
     let sqlite = sqlite_url(&dir.join("burst.db"));
     let mut figures = vec![on(bin, dir, base_url, "sqlite", &sqlite, &target).await?];
     if let Some(admin_url) = postgres_admin_url {
-        let db = TempDatabase::create(admin_url).await?;
-        let measured = on(bin, dir, base_url, "postgres", db.url(), &target).await;
-        db.drop_database().await?;
-        figures.push(measured?);
+        let postgres = async |url: &str| on(bin, dir, base_url, "postgres", url, &target).await;
+        figures.push(TempDatabase::around(admin_url, postgres).await?);
     }
     receiver.stop(false).await;
     Ok(figures)

@@ -47,10 +47,8 @@ pub async fn measure(
     let sqlite = sqlite_url(&dir.join("ingestion.db"));
     let mut figures = vec![on(bin, base, "sqlite", &sqlite).await?];
     if let Some(admin_url) = postgres_admin_url {
-        let db = TempDatabase::create(admin_url).await?;
-        let measured = on(bin, base, "postgres", db.url()).await;
-        db.drop_database().await?;
-        figures.push(measured?);
+        let postgres = async |url: &str| on(bin, base, "postgres", url).await;
+        figures.push(TempDatabase::around(admin_url, postgres).await?);
     }
     Ok(figures)
 }

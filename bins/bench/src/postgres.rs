@@ -1,10 +1,10 @@
-//! A throw-away PostgreSQL database for the creation measurement, on the server that
-//! `TEST_POSTGRES_URL` names: created with a unique name, dropped afterwards.
+//! Throw-away PostgreSQL databases for the cases measured on PostgreSQL, on the server that
+//! `TEST_POSTGRES_URL` names: each created with a unique name, dropped afterwards.
 
 use anyhow::{Context, bail};
 use diesel_async::{AsyncConnection, AsyncPgConnection, SimpleAsyncConnection};
 
-/// A database created for this run. Call [`TempDatabase::drop_database`] when done.
+/// A database created for one case ([`TempDatabase::around`]).
 pub struct TempDatabase {
     admin_url: String,
     name: String,
@@ -12,8 +12,20 @@ pub struct TempDatabase {
 }
 
 impl TempDatabase {
+    /// Runs `case` on a database created for it on the server of `admin_url`, and drops the
+    /// database afterwards, whether `case` succeeded or not.
+    pub async fn around<T>(
+        admin_url: &str,
+        case: impl AsyncFnOnce(&str) -> anyhow::Result<T>,
+    ) -> anyhow::Result<T> {
+        let db = Self::create(admin_url).await?;
+        let result = case(&db.url).await;
+        db.drop_database().await?;
+        result
+    }
+
     /// Creates `shortlink_bench_<pid>_<millis>` on the server of `admin_url`.
-    pub async fn create(admin_url: &str) -> anyhow::Result<Self> {
+    async fn create(admin_url: &str) -> anyhow::Result<Self> {
         let millis = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)?
             .as_millis();
@@ -30,13 +42,8 @@ impl TempDatabase {
         })
     }
 
-    /// Its URL.
-    pub fn url(&self) -> &str {
-        &self.url
-    }
-
     /// Drops it, disconnecting whoever is still connected.
-    pub async fn drop_database(self) -> anyhow::Result<()> {
+    async fn drop_database(self) -> anyhow::Result<()> {
         let mut conn = connect(&self.admin_url).await?;
         conn.batch_execute(&format!(
             "DROP DATABASE IF EXISTS {} WITH (FORCE)",

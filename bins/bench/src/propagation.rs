@@ -46,10 +46,10 @@ pub async fn measure(
     admin_url: &str,
 ) -> anyhow::Result<PropagationFigure> {
     eprintln!("propagation: {CHANGES} changes through one instance, seen by another");
-    let db = TempDatabase::create(admin_url).await?;
-    let measured = between_two(bin, dir, base_url, db.url()).await;
-    db.drop_database().await?;
-    measured
+    TempDatabase::around(admin_url, async |url: &str| {
+        between_two(bin, dir, base_url, url).await
+    })
+    .await
 }
 
 async fn between_two(

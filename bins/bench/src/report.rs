@@ -177,7 +177,8 @@ pub struct Target {
 
 /// The runs beside the redirect and creation: webhook deliveries, the API with Redis, a burst
 /// of clicks, analytics ingestion, and a change between two instances.
-pub struct ApiAndWebhooks {
+#[derive(Debug, Clone, Serialize)]
+pub struct BesideRuns {
     /// Webhook deliveries to a receiver on this machine.
     pub deliveries: DeliveryFigure,
     /// The API with rate limits shared through Redis; `None` without `redis-server`.
@@ -213,17 +214,9 @@ pub struct Summary {
     pub creation: Vec<CreationFigure>,
     /// How the shortlink databases were filled (a second view of creation cost at scale).
     pub seeding: Vec<SeedFigure>,
-    /// Webhook deliveries to a receiver on this machine.
-    pub deliveries: DeliveryFigure,
-    /// API requests with rate limits shared through Redis, against the instance's own; `None`
-    /// without `redis-server`.
-    pub shared_limits: Option<SharedLimitFigure>,
-    /// A burst of clicks with a `link.clicked` subscriber, per backend.
-    pub bursts: Vec<BurstFigure>,
-    /// Analytics events written through storage, per backend.
-    pub ingestion: Vec<IngestionFigure>,
-    /// How soon a change through one instance shows on another; `None` without PostgreSQL.
-    pub propagation: Option<PropagationFigure>,
+    /// The runs beside the redirect and creation, their fields at the top level of the JSON.
+    #[serde(flatten)]
+    pub beside: BesideRuns,
     /// The targets, met or not.
     pub targets: Vec<Target>,
 }
@@ -243,14 +236,15 @@ impl Summary {
         clicks: Vec<ClickReport>,
         creation: Vec<CreationFigure>,
         seeding: Vec<SeedFigure>,
-        ApiAndWebhooks {
+        beside: BesideRuns,
+    ) -> anyhow::Result<Self> {
+        let BesideRuns {
             deliveries,
             shared_limits,
             bursts,
             ingestion,
             propagation,
-        }: ApiAndWebhooks,
-    ) -> anyhow::Result<Self> {
+        } = &beside;
         let (base, small) = match redirect.as_slice() {
             [base, small, ..] => (base, small),
             _ => anyhow::bail!("the summary needs the baseline and a shortlink run"),
@@ -375,7 +369,7 @@ impl Summary {
             reached: format!("{:.0} ms", deliveries.other_first_delivery_ms),
             met: deliveries.other_first_delivery_ms <= 1_000.0,
         });
-        if let Some(shared) = &shared_limits {
+        if let Some(shared) = shared_limits {
             let added = shared.shared_p50_micros - shared.local_p50_micros;
             targets.push(Target {
                 name: "API median latency added by Redis".into(),
@@ -391,7 +385,7 @@ impl Summary {
                 met: ratio >= 0.80,
             });
         }
-        for b in &bursts {
+        for b in bursts {
             targets.push(Target {
                 name: format!("a 100,000-click burst visible, {}", b.backend),
                 wanted: "<= 2,000 ms".into(),
@@ -405,7 +399,7 @@ impl Summary {
                 met: b.rss_growth_mib <= 50.0,
             });
         }
-        for i in &ingestion {
+        for i in ingestion {
             let bound = if i.backend == "sqlite" {
                 100_000.0
             } else {
@@ -418,7 +412,7 @@ impl Summary {
                 met: i.per_second >= bound,
             });
         }
-        if let Some(p) = &propagation {
+        if let Some(p) = propagation {
             targets.push(Target {
                 name: "a change seen by another instance, p99".into(),
                 wanted: "<= 250 ms".into(),
@@ -436,11 +430,7 @@ impl Summary {
             clicks,
             creation,
             seeding,
-            deliveries,
-            shared_limits,
-            bursts,
-            ingestion,
-            propagation,
+            beside,
             targets,
         })
     }
@@ -574,7 +564,7 @@ impl Summary {
                 c.server_cpu_micros_per_link
             );
         }
-        let d = &self.deliveries;
+        let d = &self.beside.deliveries;
         let _ = writeln!(
             out,
             "\nwebhook deliveries: {} events in {:.2} s, {}/s; another workspace's first after {:.0} ms",
@@ -583,7 +573,7 @@ impl Summary {
             thousands(d.per_second),
             d.other_first_delivery_ms
         );
-        if let Some(shared) = &self.shared_limits {
+        if let Some(shared) = &self.beside.shared_limits {
             let _ = writeln!(
                 out,
                 "API requests: {}/s, median {:.0} µs; with Redis {}/s, median {:.0} µs",
@@ -593,7 +583,7 @@ impl Summary {
                 shared.shared_p50_micros
             );
         }
-        for b in &self.bursts {
+        for b in &self.beside.bursts {
             let _ = writeln!(
                 out,
                 "a burst of {} clicks with a link.clicked subscriber, {}: {:.2} s; all visible {:.0} ms after; memory +{:.1} MiB",
@@ -604,7 +594,7 @@ impl Summary {
                 b.rss_growth_mib
             );
         }
-        for i in &self.ingestion {
+        for i in &self.beside.ingestion {
             let _ = writeln!(
                 out,
                 "analytics ingestion, {}: {} events in {:.2} s, {} events/s",
@@ -614,7 +604,7 @@ impl Summary {
                 thousands(i.per_second)
             );
         }
-        if let Some(p) = &self.propagation {
+        if let Some(p) = &self.beside.propagation {
             let _ = writeln!(
                 out,
                 "a change through one instance seen by another ({} changes): median {:.1} ms, p99 {:.1} ms, max {:.1} ms",

@@ -20,8 +20,7 @@ use crate::create::{self, CreationFigure, Mode};
 use crate::load::{self, LoadResult, LoadSettings};
 use crate::postgres::TempDatabase;
 use crate::report::{
-    ApiAndWebhooks, ClickReport, LoadConfig, Machine, RedirectFigure, RedirectRuns, SeedFigure,
-    Summary,
+    BesideRuns, ClickReport, LoadConfig, Machine, RedirectFigure, RedirectRuns, SeedFigure, Summary,
 };
 use crate::servers::{self, ServerProcess, sqlite_url};
 use crate::{procfs, seed};
@@ -177,10 +176,8 @@ pub async fn run(options: &RunOptions) -> anyhow::Result<Summary> {
     let sqlite = sqlite_url(&bench.scratch.path("create.db"));
     let mut created = bench.creation("sqlite", &sqlite).await?;
     if let Some(admin_url) = &options.postgres_url {
-        let db = TempDatabase::create(admin_url).await?;
-        let measured = bench.creation("postgres", db.url()).await;
-        db.drop_database().await?;
-        created.extend(measured?);
+        let postgres = async |url: &str| bench.creation("postgres", url).await;
+        created.extend(TempDatabase::around(admin_url, postgres).await?);
     } else {
         eprintln!("creation on PostgreSQL: skipped (TEST_POSTGRES_URL is not set)");
     }
@@ -212,7 +209,7 @@ pub async fn run(options: &RunOptions) -> anyhow::Result<Summary> {
         click_reports,
         created,
         seeding,
-        ApiAndWebhooks {
+        BesideRuns {
             deliveries,
             shared_limits,
             bursts,
