@@ -305,7 +305,7 @@ pub(crate) struct AttemptRow {
     pub error: Option<String>,
 }
 
-#[derive(Queryable, Selectable, Insertable, Clone)]
+#[derive(Queryable, Selectable, Insertable)]
 #[diesel(table_name = webhook_deliveries, treat_none_as_default_value = false)]
 pub(crate) struct DeliveryRow {
     pub event_id: String,
