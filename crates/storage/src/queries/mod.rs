@@ -20,6 +20,7 @@ mod workspaces;
 pub(crate) use super::{
     Conn, Creation, announce, begin_creation, count_clicks, insert_attempts, insert_deliveries,
     insert_event_rows, insert_new_links, lock_due, lock_endpoint, lock_for_writing,
+    lock_subscribed,
 };
 
 /// The backend the queries are compiled for.
@@ -29,5 +30,6 @@ pub(crate) use clicks::*;
 pub(crate) use deliveries::*;
 pub(crate) use idempotency::*;
 pub(crate) use links::*;
+pub(crate) use outbox::subscribed;
 pub(crate) use webhooks::*;
 pub(crate) use workspaces::*;

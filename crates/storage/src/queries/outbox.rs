@@ -5,10 +5,9 @@
 use std::collections::{HashMap, HashSet};
 
 use diesel::prelude::*;
-use diesel_async::RunQueryDsl;
 use shortlink_domain::{DeliveryState, Event, EventKind, MessageId, Timestamp, WorkspaceId};
 
-use super::{Conn, insert_deliveries};
+use super::{Conn, insert_deliveries, lock_subscribed};
 use crate::StorageError;
 use crate::rows::{DeliveryRow, parsed, split_events};
 use crate::schema::webhooks;
@@ -37,12 +36,7 @@ pub(crate) async fn subscriptions(
     if ids.is_empty() {
         return Ok(Subscriptions(subs));
     }
-    let rows: Vec<(String, String, String)> = webhooks::table
-        .filter(webhooks::workspace_id.eq_any(ids))
-        .filter(webhooks::disabled_at.is_null())
-        .select((webhooks::id, webhooks::workspace_id, webhooks::events))
-        .load(c)
-        .await?;
+    let rows = lock_subscribed(c, ids.into_iter().collect()).await?;
     for (hook, workspace, kinds) in rows {
         let workspace = parsed(WorkspaceId::parse(&workspace), "workspace id")?;
         subs.entry(workspace)
@@ -50,6 +44,17 @@ pub(crate) async fn subscriptions(
             .push((hook, split_events(&kinds)?));
     }
     Ok(Subscriptions(subs))
+}
+
+/// The active endpoints of `workspaces`: `(id, workspace id, events)`. A backend's
+/// `lock_subscribed` adds its locking: deliveries are written for the endpoints read here, which
+/// must not be deleted before the transaction commits.
+#[diesel::dsl::auto_type]
+pub(crate) fn subscribed(workspaces: Vec<String>) -> _ {
+    webhooks::table
+        .filter(webhooks::workspace_id.eq_any(workspaces))
+        .filter(webhooks::disabled_at.is_null())
+        .select((webhooks::id, webhooks::workspace_id, webhooks::events))
 }
 
 /// Writes each event for the subscribed endpoints of the workspace it is paired with, a few

@@ -87,12 +87,24 @@ pub(crate) async fn delete_webhook(
     workspace: WorkspaceId,
     id: WebhookId,
 ) -> Result<bool, StorageError> {
-    let deleted = diesel::delete(webhooks::table)
-        .filter(webhooks::workspace_id.eq(workspace.to_string()))
-        .filter(webhooks::id.eq(id.to_string()))
-        .execute(c)
-        .await?;
-    Ok(deleted == 1)
+    let id = id.to_string();
+    c.transaction(async |c| -> Result<bool, StorageError> {
+        // The endpoint's row first, then its deliveries: the one lock order (see
+        // `lock_subscribed`). On PostgreSQL no foreign key deletes them by cascade.
+        let deleted = diesel::delete(webhooks::table)
+            .filter(webhooks::workspace_id.eq(workspace.to_string()))
+            .filter(webhooks::id.eq(&id))
+            .execute(c)
+            .await?;
+        if deleted == 1 {
+            diesel::delete(webhook_deliveries::table)
+                .filter(webhook_deliveries::webhook_id.eq(&id))
+                .execute(c)
+                .await?;
+        }
+        Ok(deleted == 1)
+    })
+    .await
 }
 
 /// The endpoint's most recent deliveries, newest first; `None` when the endpoint is not the

@@ -44,6 +44,15 @@ pub(crate) async fn lock_endpoint(_c: &mut Conn, _webhook_id: &str) -> QueryResu
     Ok(())
 }
 
+/// The active endpoints of `workspaces`; SQLite's single writer orders every write, and the
+/// deliveries' foreign key stays: nothing to lock.
+pub(crate) async fn lock_subscribed(
+    c: &mut Conn,
+    workspaces: Vec<String>,
+) -> QueryResult<Vec<(String, String, String)>> {
+    queries::subscribed(workspaces).load(c).await
+}
+
 /// A SQLite file has one server, which changes its caches itself: nobody to tell.
 pub(crate) async fn announce(
     _c: &mut Conn,

@@ -505,9 +505,8 @@ each_backend!(
     as_server,
     |store| {
         let acme = workspace(&store, "acme").await;
-        for _ in 0..2 {
-            webhook(&store, &acme, &[EventKind::LinkClicked]).await;
-        }
+        let first = webhook(&store, &acme, &[EventKind::LinkClicked]).await;
+        let second = webhook(&store, &acme, &[EventKind::LinkClicked]).await;
         create(
             &store,
             new_link(&acme, Some("busy"), "https://example.com/"),
@@ -534,5 +533,10 @@ each_backend!(
         };
         store.record_clicks(batch.into(), &base()).await.unwrap();
         assert_eq!(store.pending_deliveries().await.unwrap(), 2 * clicks);
+        // An endpoint's deletion takes its deliveries with it, and only its own.
+        assert!(store.delete_webhook(acme.id, first.id).await.unwrap());
+        assert_eq!(store.pending_deliveries().await.unwrap(), clicks);
+        assert!(store.delete_webhook(acme.id, second.id).await.unwrap());
+        assert_eq!(store.pending_deliveries().await.unwrap(), 0);
     }
 );
