@@ -3,7 +3,7 @@
 //! The redirect records a click in memory (a short critical section: no I/O, no await). A
 //! flusher writes everything recorded so far every [`FLUSH_INTERVAL`] (at once when
 //! [`FLUSH_EARLY_AT`] clicks wait), and once more on graceful stop, in transactions of at most
-//! [`FLUSH_PART`] clicks (two at a time on PostgreSQL). A failed write puts its part and those
+//! [`FLUSH_PART`] clicks (three at a time on PostgreSQL). A failed write puts its part and those
 //! after it back, so the next flush retries them: nothing counted is lost while the process
 //! lives, and a part is either written whole or not at all, so nothing is counted twice.
 //!
@@ -354,10 +354,12 @@ impl ClickCounter {
         // told apart from theirs after every flush (see `click_limits.rs`).
         let shared_limits =
             self.limits.is_tracking() && store.kind() == shortlink_storage::DatabaseKind::Postgres;
-        // PostgreSQL writes two parts at once, each on a connection of its own: while one
-        // part's rows are being written, the next one's are being made. SQLite has one writer.
+        // PostgreSQL writes three parts at once, each on a connection of its own: while one
+        // part's rows are being written, the next ones are being made or waiting on a commit.
+        // (Back to back, a burst of 100,000 clicks showed about 30 % sooner than with two,
+        // and two about twice as soon as one.) SQLite has one writer.
         let at_once = match store.kind() {
-            shortlink_storage::DatabaseKind::Postgres => 2,
+            shortlink_storage::DatabaseKind::Postgres => 3,
             shortlink_storage::DatabaseKind::Sqlite => 1,
         };
         let mut parts = in_parts(self.take(), FLUSH_PART).into_iter();
