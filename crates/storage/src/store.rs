@@ -755,10 +755,11 @@ impl Store {
             .await
     }
 
-    /// Keeps the events table in shape: on PostgreSQL, creates the monthly partitions of the
-    /// coming months and drops those wholly before `keep_after`; on both, deletes older events
-    /// left elsewhere in batches of `batch` (each a short transaction of its own). Returns how
-    /// many events were deleted row by row.
+    /// Keeps the events table in shape: on PostgreSQL, creates the monthly partitions missing
+    /// from the month of `keep_after` (this month without it) to the coming months, and drops
+    /// those wholly before `keep_after`; on both, deletes older events left elsewhere in batches
+    /// of `batch` (each a short transaction of its own). Returns how many events were deleted
+    /// row by row.
     pub async fn maintain_events(
         &self,
         now: Timestamp,

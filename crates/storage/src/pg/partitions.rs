@@ -1,5 +1,6 @@
-//! The monthly partitions of `click_events` on PostgreSQL: made ahead of the months they hold,
-//! dropped whole once retention has passed them (a `DROP TABLE` instead of deleting rows).
+//! The monthly partitions of `click_events` on PostgreSQL: made ahead of the months they hold and
+//! back to the retention horizon, dropped whole once retention has passed them (a `DROP TABLE`
+//! instead of deleting rows).
 
 use diesel::prelude::*;
 use diesel::sql_types::Text;
@@ -11,6 +12,9 @@ use crate::StorageError;
 
 /// Months made ahead of the current one.
 const MONTHS_AHEAD: i32 = 3;
+/// Most months made behind the current one: a retention of decades would otherwise make a table
+/// per month of it.
+const MONTHS_BEHIND_AT_MOST: i32 = 120;
 
 #[derive(QueryableByName)]
 struct Partition {
@@ -38,33 +42,59 @@ fn name(month: Date) -> String {
     )
 }
 
-/// Makes the partitions of this month and the next [`MONTHS_AHEAD`], and drops those that end
-/// at or before `keep_after`.
+/// Makes the partitions that do not exist yet, from the month of `keep_after` (the retention
+/// horizon; this month without one) to [`MONTHS_AHEAD`] after this one, and drops those that end
+/// at or before `keep_after`. Months behind this one are made for events written with an earlier
+/// time (a history imported, a clock set back), which would otherwise land in the default
+/// partition and stay there until deleted row by row.
 pub(crate) async fn maintain(
     c: &mut AsyncPgConnection,
     now: Timestamp,
     keep_after: Option<Timestamp>,
 ) -> Result<(), StorageError> {
-    let today = OffsetDateTime::from_unix_timestamp(now.unix_seconds())
-        .map_err(|_| StorageError::Corrupt("the clock is out of range"))?
-        .date();
-    for offset in 0..=MONTHS_AHEAD {
-        let (start, end) = (month_start(today, offset), month_start(today, offset + 1));
-        let sql = format!(
-            "CREATE TABLE IF NOT EXISTS {} PARTITION OF click_events FOR VALUES FROM ({}) TO ({})",
-            name(start),
-            millis(start),
-            millis(end)
-        );
-        // Fails when the default partition already holds rows of that month (events written
-        // before the partition existed); those months stay in the default partition.
-        if let Err(e) = c.batch_execute(&sql).await {
-            tracing::warn!(error = %e, partition = %name(start), "could not create a partition of click_events");
+    let today = date_of(now)?;
+    let behind = match keep_after {
+        Some(horizon) => months_between(date_of(horizon)?, today).clamp(0, MONTHS_BEHIND_AT_MOST),
+        None => 0,
+    };
+    let existing = partitions(c).await?;
+    for offset in -behind..=MONTHS_AHEAD {
+        let start = month_start(today, offset);
+        if !existing.contains(&name(start)) {
+            create(c, start).await;
         }
     }
     let Some(keep_after) = keep_after else {
         return Ok(());
     };
+    for partition in existing {
+        let Some(month) = parse_name(&partition) else {
+            continue;
+        };
+        if millis(month_start(month, 1)) <= keep_after.unix_millis() {
+            c.batch_execute(&format!("DROP TABLE IF EXISTS {partition}"))
+                .await?;
+            tracing::info!(partition = %partition, "dropped click events past retention");
+        }
+    }
+    Ok(())
+}
+
+/// The UTC date of `at`.
+fn date_of(at: Timestamp) -> Result<Date, StorageError> {
+    Ok(OffsetDateTime::from_unix_timestamp(at.unix_seconds())
+        .map_err(|_| StorageError::Corrupt("the clock is out of range"))?
+        .date())
+}
+
+/// Whole months from `earlier`'s month to `later`'s (negative when `earlier` is later).
+fn months_between(earlier: Date, later: Date) -> i32 {
+    let index = |d: Date| d.year() * 12 + i32::from(u8::from(d.month()));
+    index(later) - index(earlier)
+}
+
+/// The names of `click_events`' partitions (the default one included).
+async fn partitions(c: &mut AsyncPgConnection) -> Result<Vec<String>, StorageError> {
     let partitions: Vec<Partition> = diesel::sql_query(
         "SELECT c.relname AS name FROM pg_inherits i \
          JOIN pg_class c ON c.oid = i.inhrelid JOIN pg_class p ON p.oid = i.inhparent \
@@ -72,17 +102,25 @@ pub(crate) async fn maintain(
     )
     .load(c)
     .await?;
-    for partition in partitions {
-        let Some(month) = parse_name(&partition.name) else {
-            continue;
-        };
-        if millis(month_start(month, 1)) <= keep_after.unix_millis() {
-            c.batch_execute(&format!("DROP TABLE IF EXISTS {}", partition.name))
-                .await?;
-            tracing::info!(partition = %partition.name, "dropped click events past retention");
-        }
+    Ok(partitions.into_iter().map(|p| p.name).collect())
+}
+
+/// Makes the partition of the month beginning at `start`, or says why it could not.
+async fn create(c: &mut AsyncPgConnection, start: Date) {
+    let sql = format!(
+        "CREATE TABLE IF NOT EXISTS {} PARTITION OF click_events FOR VALUES FROM ({}) TO ({})",
+        name(start),
+        millis(start),
+        millis(month_start(start, 1))
+    );
+    // Fails when the default partition already holds rows of that month (events written
+    // before the partition existed); those months stay in the default partition, and are tried
+    // again at the next upkeep. Each try locks click_events (ACCESS EXCLUSIVE) while it scans the
+    // default partition for such rows: cheap while the default partition is small, as it is
+    // once every retained month has its partition.
+    if let Err(e) = c.batch_execute(&sql).await {
+        tracing::warn!(error = %e, partition = %name(start), "could not create a partition of click_events");
     }
-    Ok(())
 }
 
 /// The month of a partition named `click_events_YYYY_MM`.
@@ -121,6 +159,29 @@ mod tests {
         assert_eq!(
             millis(Date::from_calendar_date(1970, Month::January, 2).expect("a date")),
             86_400_000
+        );
+    }
+
+    #[test]
+    fn months_between_counts_across_years() {
+        let day = |y, m, d| Date::from_calendar_date(y, m, d).expect("a date");
+        assert_eq!(
+            months_between(
+                day(2025, Month::October, 20),
+                day(2026, Month::November, 24)
+            ),
+            13
+        );
+        assert_eq!(
+            months_between(
+                day(2026, Month::November, 30),
+                day(2026, Month::November, 1)
+            ),
+            0
+        );
+        assert_eq!(
+            months_between(day(2026, Month::December, 1), day(2026, Month::November, 1)),
+            -1
         );
     }
 }

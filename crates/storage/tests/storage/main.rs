@@ -10,6 +10,7 @@ mod deliveries;
 mod link_codes;
 mod links;
 mod migrations;
+mod partitions;
 mod redirect_index;
 mod workspaces;
 
