@@ -348,9 +348,9 @@ pub enum Dimension {
 
 /// Clicks and unique visitors of one group (or of everything).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Tally {
-    /// The group's value; `None` for unknown (or for a total).
-    pub key: Option<String>,
+pub struct Tally<K = Option<String>> {
+    /// The group's value; `None` for unknown (or for a total). A time series' bucket number.
+    pub key: K,
     /// Clicks.
     pub clicks: u64,
     /// Unique visitors (distinct daily visitor hashes).

@@ -732,13 +732,16 @@ impl Store {
         .await
     }
 
-    /// The time (ms) and visitor of every event `filter` selects.
-    pub async fn analytics_times(
+    /// Clicks and unique visitors of the events `filter` selects in buckets of `width` ms from
+    /// `filter.start`, keyed by bucket number (0 for the first); buckets without events are
+    /// left out.
+    pub async fn analytics_series(
         &self,
         filter: &EventFilter,
-    ) -> Result<Vec<(i64, i64)>, StorageError> {
+        width: i64,
+    ) -> Result<Vec<Tally<i64>>, StorageError> {
         let filter = filter.clone();
-        self.detached(|s| async move { dispatch!(s, read, analytics_times(&filter)) })
+        self.detached(|s| async move { dispatch!(s, read, analytics_series(&filter, width)) })
             .await
     }
 

@@ -353,38 +353,57 @@ async fn analytics(
                     ),
                     BucketError::OutOfRange => ApiError::field("start", "the range is out of bounds"),
                 })?;
-            let times = state.store.analytics_times(&filter).await?;
-            Ok(ok(series(&starts, &times)))
+            Ok(ok(series(&state, &filter, &starts).await?))
         }
     }
 }
 
-/// Clicks and unique visitors per bucket; `times` are (ms, visitor) pairs within the buckets.
-fn series(starts: &[Zoned], times: &[(i64, i64)]) -> Vec<Bucket> {
+/// Clicks and unique visitors per bucket, the buckets starting at `starts` and the last one
+/// ending at `filter.end`. Buckets of one length in a row (hours; days and weeks between two
+/// daylight-saving changes) are counted by one query grouped by bucket number; a bucket of
+/// another length (a day with a change, a month) by a query of its own.
+async fn series(
+    state: &AppState,
+    filter: &EventFilter,
+    starts: &[Zoned],
+) -> Result<Vec<Bucket>, ApiError> {
     let starts: Vec<(String, i64)> = starts.iter().map(bucket_start).collect();
-    let bounds: Vec<i64> = starts.iter().map(|(_, ms)| *ms).collect();
-    let mut clicks = vec![0u64; starts.len()];
-    let mut visitors = std::collections::HashSet::new();
-    for &(at, visitor) in times {
-        let Some(i) = bounds.partition_point(|&b| b <= at).checked_sub(1) else {
-            continue;
-        };
-        clicks[i] += 1;
-        visitors.insert((i, visitor));
-    }
-    let mut uniques = vec![0u64; starts.len()];
-    for (i, _) in visitors {
-        uniques[i] += 1;
-    }
-    starts
-        .into_iter()
-        .enumerate()
-        .map(|(i, (start, _))| Bucket {
-            start,
-            clicks: clicks[i],
-            unique_visitors: uniques[i],
+    let ends: Vec<i64> = (starts.iter().skip(1).map(|(_, ms)| *ms))
+        .chain([filter.end.unix_millis()])
+        .collect();
+    let mut buckets: Vec<Bucket> = starts
+        .iter()
+        .map(|(start, _)| Bucket {
+            start: start.clone(),
+            clicks: 0,
+            unique_visitors: 0,
         })
-        .collect()
+        .collect();
+    let mut first = 0;
+    while first < starts.len() {
+        let width = ends[first] - starts[first].1;
+        let run = (first..starts.len())
+            .take_while(|&i| ends[i] - starts[i].1 == width)
+            .count();
+        let within = EventFilter {
+            start: Timestamp::from_unix_millis(starts[first].1),
+            end: Timestamp::from_unix_millis(ends[first + run - 1]),
+            ..filter.clone()
+        };
+        for tally in state.store.analytics_series(&within, width).await? {
+            let Some(bucket) = usize::try_from(tally.key)
+                .ok()
+                .filter(|&i| i < run)
+                .and_then(|i| buckets.get_mut(first + i))
+            else {
+                continue;
+            };
+            bucket.clicks = tally.clicks;
+            bucket.unique_visitors = tally.visitors;
+        }
+        first += run;
+    }
+    Ok(buckets)
 }
 
 #[utoipa::path(get, path = "/api/v1/analytics/export", tag = "analytics", params(ExportQuery, Selection),
