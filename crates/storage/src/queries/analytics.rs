@@ -86,6 +86,17 @@ fn tally(n: i64) -> u64 {
     u64::try_from(n).unwrap_or(0)
 }
 
+/// `(key, clicks, visitors)` rows as tallies.
+fn tallies<K>(rows: Vec<(K, i64, i64)>) -> Vec<Tally<K>> {
+    rows.into_iter()
+        .map(|(key, clicks, visitors)| Tally {
+            key,
+            clicks: tally(clicks),
+            visitors: tally(visitors),
+        })
+        .collect()
+}
+
 /// Clicks and unique visitors of the events `filter` selects.
 pub(crate) async fn analytics_totals(
     c: &mut Conn,
@@ -142,14 +153,7 @@ pub(crate) async fn analytics_breakdown(
         Dimension::Referrer => grouped!(c, filter, events::referrer, limit),
         Dimension::Link => return by_link(c, filter, limit).await,
     };
-    Ok(rows
-        .into_iter()
-        .map(|(key, clicks, visitors)| Tally {
-            key,
-            clicks: tally(clicks),
-            visitors: tally(visitors),
-        })
-        .collect())
+    Ok(tallies(rows))
 }
 
 /// The `links` breakdown: grouped by the link's row, keyed by its id (`None` once deleted).
@@ -214,14 +218,7 @@ pub(crate) async fn analytics_series(
         ))
         .load(c)
         .await?;
-    Ok(rows
-        .into_iter()
-        .map(|(key, clicks, visitors)| Tally {
-            key,
-            clicks: tally(clicks),
-            visitors: tally(visitors),
-        })
-        .collect())
+    Ok(tallies(rows))
 }
 
 /// Up to `limit` events `filter` selects after `after` (time, id), in that order.
