@@ -444,8 +444,8 @@ impl Service {
 /// How long click events are kept by default.
 pub const ANALYTICS_RETENTION: Duration = Duration::from_secs(400 * 24 * 60 * 60);
 
-/// How often the background upkeep runs: expired idempotency keys, the events' partitions and
-/// retention.
+/// How often the background upkeep runs: expired idempotency keys, the events' partitions,
+/// retention and the analytics rollups.
 const HOUSEKEEPING_EVERY: Duration = Duration::from_secs(10 * 60);
 
 /// Events deleted per transaction by retention (SQLite; PostgreSQL drops whole partitions).
@@ -453,7 +453,8 @@ const RETENTION_BATCH: i64 = 5_000;
 
 /// Runs the upkeep at once and every [`HOUSEKEEPING_EVERY`] until `stop`: deletes idempotency
 /// keys past their lifetime (the claim ignores them already; this keeps their table small),
-/// makes the coming months' event partitions, and deletes events past `retention`.
+/// makes the coming months' event partitions, deletes events past `retention`, and rolls up the
+/// analytics of the days that ended.
 async fn housekeeping(store: Store, retention: Option<Duration>, stop: impl Future<Output = ()>) {
     let upkeep = async {
         let mut every = tokio::time::interval(HOUSEKEEPING_EVERY);
@@ -474,6 +475,11 @@ async fn housekeeping(store: Store, retention: Option<Duration>, stop: impl Futu
                 Ok(0) => {}
                 Ok(n) => tracing::info!(events = n, "deleted click events past retention"),
                 Err(e) => tracing::warn!(error = %e, "could not keep the click events in shape"),
+            }
+            match store.roll_up_analytics(now, keep_after).await {
+                Ok(0) => {}
+                Ok(n) => tracing::info!(days = n, "rolled up the analytics of past days"),
+                Err(e) => tracing::warn!(error = %e, "could not roll up the analytics"),
             }
         }
     };

@@ -27,4 +27,4 @@ pub use model::{
     PoolUsage, RedirectTarget, ServerOptions, StoreOptions, Tally,
 };
 pub use pg::changes::ChangeListener;
-pub use store::{ANSWER_WITHIN, Store};
+pub use store::{ANSWER_WITHIN, ROLL_UP_AFTER, Store};

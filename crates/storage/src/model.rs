@@ -278,6 +278,9 @@ impl Change {
     }
 }
 
+/// A UTC day in milliseconds: analytics rollups are by `occurred_at / DAY`.
+pub(crate) const DAY: i64 = 86_400_000;
+
 /// Which click events an analytics query reads: one workspace's (or one link's), in
 /// `[start, end)`, matching every filter given.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -7,7 +7,7 @@ use tokio::sync::RwLock;
 
 use crate::StorageError;
 use crate::hooks::{Hooks, Lookup};
-use crate::rows::{AttemptRow, DeliveryRow, NewLinkRow};
+use crate::rows::{AttemptRow, DeliveryRow, NewLinkRow, RollupRow};
 use crate::schema::links;
 
 /// The connection type the queries are compiled for here.
@@ -261,6 +261,14 @@ impl DeliveryColumns {
         self.created_at.push(row.created_at);
         self.updated_at.push(row.updated_at);
     }
+}
+
+/// One multi-row insert of analytics rollup rows.
+pub(crate) async fn insert_rollup_rows(c: &mut Conn, rows: Vec<RollupRow>) -> QueryResult<usize> {
+    diesel::insert_into(crate::schema::click_rollups::table)
+        .values(rows)
+        .execute(c)
+        .await
 }
 
 /// One multi-row insert of attempt records.

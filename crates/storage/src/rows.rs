@@ -292,6 +292,18 @@ impl WebhookRow {
     }
 }
 
+/// One row of a day's analytics rollup (`queries/rollups.rs`).
+#[derive(Debug, Clone, Insertable)]
+#[diesel(table_name = crate::schema::click_rollups, treat_none_as_default_value = false)]
+pub(crate) struct RollupRow {
+    pub workspace_id: String,
+    pub day: i64,
+    pub dimension: &'static str,
+    pub value: Option<String>,
+    pub clicks: i64,
+    pub visitors: i64,
+}
+
 /// One attempt's record, inserted with the batch's others in one statement.
 #[derive(Insertable)]
 #[diesel(table_name = webhook_attempts, treat_none_as_default_value = false)]

@@ -132,6 +132,9 @@ diesel::allow_tables_to_appear_in_same_query!(
     webhook_deliveries,
     webhook_attempts,
     click_events,
+    click_rollups,
+    click_rollup_days,
+    click_rollup_stale,
 );
 
 diesel::table! {
@@ -166,9 +169,48 @@ diesel::table! {
 }
 
 diesel::table! {
+    /// Per workspace, UTC day and dimension value: clicks and distinct visitors
+    /// (`queries/rollups.rs`). No key: a day's rows are replaced together.
+    click_rollups (workspace_id, day, dimension) {
+        workspace_id -> Text,
+        day -> BigInt,
+        dimension -> Text,
+        value -> Nullable<Text>,
+        clicks -> BigInt,
+        visitors -> BigInt,
+    }
+}
+
+diesel::table! {
+    /// The UTC days rolled up.
+    click_rollup_days (day) {
+        day -> BigInt,
+    }
+}
+
+diesel::table! {
+    /// Rolled-up days whose events changed since, with a version that grows with each change.
+    click_rollup_stale (day) {
+        day -> BigInt,
+        version -> BigInt,
+    }
+}
+
+diesel::table! {
     /// One row: the secret daily visitor keys derive from.
     analytics_secret (id) {
         id -> Integer,
         secret -> Text,
     }
 }
+
+// A day's rollup groups the events by their links' workspace and one of their columns.
+diesel::allow_columns_to_appear_in_same_group_by_clause!(
+    links::workspace_id,
+    click_events::country,
+    click_events::city,
+    click_events::device,
+    click_events::browser,
+    click_events::os,
+    click_events::referrer,
+);

@@ -12,9 +12,9 @@ use std::time::Duration;
 
 use crate::idempotency::{ClaimOutcome, IdempotencyClaim, PlacedCompletion, StoredResponse};
 use crate::model::{
-    AuthenticatedKey, ClickBatch, CounterKey, CreateOutcome, DatabaseKind, Dimension, EventFilter,
-    ExportedEvent, LinkFilter, LinkUpdate, NewLink, PoolOptions, PoolUsage, RedirectTarget,
-    StoreOptions, Tally,
+    AuthenticatedKey, ClickBatch, CounterKey, CreateOutcome, DAY, DatabaseKind, Dimension,
+    EventFilter, ExportedEvent, LinkFilter, LinkUpdate, NewLink, PoolOptions, PoolUsage,
+    RedirectTarget, StoreOptions, Tally,
 };
 use crate::pg::Postgres;
 use crate::pg::changes::ChangeListener;
@@ -25,6 +25,15 @@ use crate::{StorageError, migrate};
 /// How long a PostgreSQL call may take in all before it fails as unavailable: an API request
 /// answers 503 within this (plus its own work) whatever the network does.
 pub const ANSWER_WITHIN: Duration = Duration::from_secs(5);
+
+/// How long after its end a day's analytics are rolled up: clicks reach the database within
+/// seconds of their redirect, and the few that come later (a flush retried after an outage, a
+/// journal replayed after a crash) mark the day stale again.
+pub const ROLL_UP_AFTER: i64 = 3_600_000;
+
+/// How long reading one day's rollup may take on PostgreSQL (seven aggregates over the day's
+/// events, each also bound by the connection's statement timeout).
+const ROLL_UP_WITHIN: Duration = Duration::from_secs(120);
 
 /// `call`, or [`StorageError::Unavailable`] once `bound` has passed.
 async fn within<T>(
@@ -776,6 +785,9 @@ impl Store {
         let Some(keep_after) = keep_after else {
             return Ok(0);
         };
+        let horizon = keep_after.unix_millis().div_euclid(DAY);
+        self.detached(|s| async move { dispatch!(s, write, forget_rollups_before(horizon)) })
+            .await?;
         let mut deleted = 0;
         loop {
             let before = keep_after.unix_millis();
@@ -789,6 +801,40 @@ impl Store {
                 return Ok(deleted);
             }
         }
+    }
+
+    /// Rolls up the analytics of every day from `keep_after`'s (or the oldest event's) to the
+    /// last that ended [`ROLL_UP_AFTER`] before `now`, where it is not rolled up yet or has gone
+    /// stale; oldest first, each day read from its events and then written in a short
+    /// transaction of its own. Returns how many days it rolled up.
+    pub async fn roll_up_analytics(
+        &self,
+        now: Timestamp,
+        keep_after: Option<Timestamp>,
+    ) -> Result<usize, StorageError> {
+        let Some(oldest) = self
+            .detached(|s| async move { dispatch!(s, read, first_event_day()) })
+            .await?
+        else {
+            return Ok(0);
+        };
+        let first = keep_after.map_or(oldest, |at| at.unix_millis().div_euclid(DAY).max(oldest));
+        let end = (now.unix_millis() - ROLL_UP_AFTER).div_euclid(DAY);
+        let days = self
+            .detached(|s| async move { dispatch!(s, read, days_to_roll_up(first, end)) })
+            .await?;
+        for &day in &days {
+            let (seen, rows) = self
+                .detached_within(ROLL_UP_WITHIN, |s| async move {
+                    // The mark first: a change after it leaves the mark for the next roll-up.
+                    let seen = dispatch!(s, read, stale_version(day))?;
+                    Ok((seen, dispatch!(s, read, day_rollup(day))?))
+                })
+                .await?;
+            self.detached(|s| async move { dispatch!(s, write, replace_day(day, &rows, seen)) })
+                .await?;
+        }
+        Ok(days.len())
     }
 
     /// On PostgreSQL, a connection of its own that hears every change other instances (and this

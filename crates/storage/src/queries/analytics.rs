@@ -1,13 +1,18 @@
 //! Click events: written with the click counters, read by the analytics API, trimmed by
-//! retention. Which query reads what (one index, `(link_seq, occurred_at)`; a workspace's events
-//! are its links'):
-//! - totals and breakdowns: one aggregate over the range, grouped by the dimension;
-//! - time series: one aggregate per run of equally long buckets (the caller's buckets follow a
-//!   time zone: a day with a daylight-saving change, or a month, is a run of its own), grouped
-//!   by bucket number;
+//! retention. Which query reads what (a link's events are found by `(link_seq, occurred_at)`, a
+//! workspace's through its links; `rollups.rs` holds per-day rollups of each workspace):
+//! - a range is split ([`split`]) into the whole UTC days it holds that are rolled up and not
+//!   stale, read from the rollups, and the rest (its edges, today, stale days), read from the
+//!   events; rollups answer a workspace's queries with at most one filter (totals and time
+//!   series) or none (breakdowns other than `links`), the rest reads only events;
+//! - totals and breakdowns: the rollup rows of the days added up, and one aggregate over the
+//!   rest of the range, grouped by the dimension;
+//! - time series: per run of equally long buckets (the caller's buckets follow a time zone: a
+//!   day with a daylight-saving change, or a month, is a run of its own), the rollup rows of the
+//!   days when every bucket is made of whole UTC days, and the rest grouped by bucket number;
 //! - export: pages of events in (time, id) order, 5,000 at a time.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use diesel::dsl::{count, count_star};
@@ -17,9 +22,10 @@ use diesel::sql_types::Bool;
 use diesel_async::RunQueryDsl;
 use shortlink_domain::Timestamp;
 
+use super::rollups::{TOTAL, rolled_up_days, rolled_up_values, usable_days};
 use super::{Backend, Conn, insert_event_rows};
 use crate::StorageError;
-use crate::model::{ClickBatch, Dimension, EventFilter, ExportedEvent, Tally};
+use crate::model::{ClickBatch, DAY, Dimension, EventFilter, ExportedEvent, Tally};
 use crate::schema::{analytics_secret, click_events as events, links};
 
 /// Rows per insert statement (12 parameters each: well under SQLite's 32,766).
@@ -44,10 +50,23 @@ pub(crate) async fn read_analytics_secret(c: &mut Conn) -> Result<String, Storag
 /// The condition of the events `filter` selects.
 type Condition<'a> = Box<dyn BoxableExpression<events::table, Backend, SqlType = Bool> + 'a>;
 
-fn selected(filter: &EventFilter) -> Condition<'_> {
-    let during = events::occurred_at
-        .ge(filter.start.unix_millis())
-        .and(events::occurred_at.lt(filter.end.unix_millis()));
+/// The events `filter` selects within `ranges` (`[start, end)` pieces of its range, at least
+/// one).
+fn selected<'a>(filter: &'a EventFilter, ranges: &[(i64, i64)]) -> Condition<'a> {
+    let within = |&(start, end): &(i64, i64)| -> Condition<'a> {
+        Box::new(
+            events::occurred_at
+                .ge(start)
+                .and(events::occurred_at.lt(end)),
+        )
+    };
+    let mut during = ranges.first().map_or_else(
+        || within(&(filter.start.unix_millis(), filter.end.unix_millis())),
+        within,
+    );
+    for range in ranges.iter().skip(1) {
+        during = Box::new(during.or(within(range)));
+    }
     let mut condition: Condition<'_> = match filter.link {
         // The caller found the link among the workspace's.
         Some(link) => Box::new(events::link_seq.eq(link.0).and(during)),
@@ -82,6 +101,62 @@ fn selected(filter: &EventFilter) -> Condition<'_> {
     condition
 }
 
+/// The rollup rows that answer totals and time series for `filter`: a workspace's totals, or
+/// the rows of its one filter's value. `None` when they cannot (one link, several filters).
+fn rollup_scope(filter: &EventFilter) -> Option<(&'static str, Option<&str>)> {
+    if filter.link.is_some() {
+        return None;
+    }
+    let set: Vec<(&'static str, &str)> = [
+        ("country", &filter.country),
+        ("city", &filter.city),
+        ("device", &filter.device),
+        ("browser", &filter.browser),
+        ("os", &filter.os),
+        ("referrer", &filter.referrer),
+    ]
+    .into_iter()
+    .filter_map(|(dimension, value)| Some((dimension, value.as_deref()?)))
+    .collect();
+    match set.as_slice() {
+        [] => Some((TOTAL, None)),
+        [(dimension, value)] => Some((dimension, Some(value))),
+        _ => None,
+    }
+}
+
+/// How a query's range divides between the rollups and the events.
+struct Split {
+    /// The whole UTC days of the range that are rolled up and not stale.
+    days: Vec<i64>,
+    /// The rest of the range, in `[start, end)` pieces, oldest first.
+    rest: Vec<(i64, i64)>,
+}
+
+/// Splits `filter`'s range; all of it is left to the events unless `rollups` says they can
+/// answer.
+async fn split(c: &mut Conn, filter: &EventFilter, rollups: bool) -> Result<Split, StorageError> {
+    let (start, end) = (filter.start.unix_millis(), filter.end.unix_millis());
+    let first = start.div_euclid(DAY) + i64::from(start.rem_euclid(DAY) != 0);
+    let days = if rollups && first < end.div_euclid(DAY) {
+        usable_days(c, first, end.div_euclid(DAY)).await?
+    } else {
+        Vec::new()
+    };
+    let mut rest = Vec::new();
+    let mut from = start;
+    for day in &days {
+        if day * DAY > from {
+            rest.push((from, day * DAY));
+        }
+        from = (day + 1) * DAY;
+    }
+    if end > from {
+        rest.push((from, end));
+    }
+    Ok(Split { days, rest })
+}
+
 fn tally(n: i64) -> u64 {
     u64::try_from(n).unwrap_or(0)
 }
@@ -97,16 +172,56 @@ fn tallies<K>(rows: Vec<(K, i64, i64)>) -> Vec<Tally<K>> {
         .collect()
 }
 
+/// `(key, clicks, visitors)` rows from the rollups and from the events, added up by key.
+struct Sums<K>(BTreeMap<K, (i64, i64)>);
+
+impl<K: Ord> Sums<K> {
+    fn new() -> Self {
+        Self(BTreeMap::new())
+    }
+
+    fn add(&mut self, rows: impl IntoIterator<Item = (K, i64, i64)>) {
+        for (key, clicks, visitors) in rows {
+            let sum = self.0.entry(key).or_default();
+            sum.0 += clicks;
+            sum.1 += visitors;
+        }
+    }
+
+    fn into_rows(self) -> Vec<(K, i64, i64)> {
+        (self.0.into_iter())
+            .map(|(key, (clicks, visitors))| (key, clicks, visitors))
+            .collect()
+    }
+}
+
 /// Clicks and unique visitors of the events `filter` selects.
 pub(crate) async fn analytics_totals(
     c: &mut Conn,
     filter: &EventFilter,
 ) -> Result<Tally, StorageError> {
-    let (clicks, visitors): (i64, i64) = events::table
-        .filter(selected(filter))
-        .select((count_star(), count(events::visitor).aggregate_distinct()))
-        .get_result(c)
-        .await?;
+    let scope = rollup_scope(filter);
+    let split = split(c, filter, scope.is_some()).await?;
+    let mut sums = Sums::new();
+    if let Some((dimension, value)) = scope
+        && !split.days.is_empty()
+    {
+        let workspace = filter.workspace_id.to_string();
+        let rows = rolled_up_days(c, &workspace, dimension, value, &split.days).await?;
+        sums.add(
+            rows.into_iter()
+                .map(|(_, clicks, visitors)| ((), clicks, visitors)),
+        );
+    }
+    if !split.rest.is_empty() {
+        let (clicks, visitors): (i64, i64) = events::table
+            .filter(selected(filter, &split.rest))
+            .select((count_star(), count(events::visitor).aggregate_distinct()))
+            .get_result(c)
+            .await?;
+        sums.add([((), clicks, visitors)]);
+    }
+    let (clicks, visitors) = sums.0.remove(&()).unwrap_or_default();
     Ok(Tally {
         key: None,
         clicks: tally(clicks),
@@ -114,12 +229,12 @@ pub(crate) async fn analytics_totals(
     })
 }
 
-/// The events `filter` selects, grouped by `column`, most clicks first (ties by key, unknown
-/// last, the same on both backends), at most `limit` groups.
+/// The events `filter` selects within `ranges`, grouped by `column`, most clicks first (ties by
+/// key, unknown last, the same on both backends), at most `limit` groups.
 macro_rules! grouped {
-    ($c:expr, $filter:expr, $column:expr, $limit:expr) => {
+    ($c:expr, $filter:expr, $ranges:expr, $column:expr, $limit:expr) => {
         events::table
-            .filter(selected($filter))
+            .filter(selected($filter, $ranges))
             .group_by($column)
             .select((
                 $column.nullable(),
@@ -137,6 +252,41 @@ macro_rules! grouped {
     };
 }
 
+/// The events `filter` selects within `ranges` by `dimension` (not `links`), at most `limit`
+/// groups.
+async fn events_by(
+    c: &mut Conn,
+    filter: &EventFilter,
+    ranges: &[(i64, i64)],
+    dimension: Dimension,
+    limit: i64,
+) -> Result<Vec<(Option<String>, i64, i64)>, StorageError> {
+    Ok(match dimension {
+        Dimension::Country => grouped!(c, filter, ranges, events::country, limit),
+        Dimension::City => grouped!(c, filter, ranges, events::city, limit),
+        Dimension::Device => grouped!(c, filter, ranges, events::device, limit),
+        Dimension::Browser => grouped!(c, filter, ranges, events::browser, limit),
+        Dimension::Os => grouped!(c, filter, ranges, events::os, limit),
+        Dimension::Referrer => grouped!(c, filter, ranges, events::referrer, limit),
+        // Keyed by the link's id: `by_link`.
+        Dimension::Link => Vec::new(),
+    })
+}
+
+/// The rollups' name of `dimension`; `None` for `links`, which has no rollup (a workspace may
+/// have as many links as clicks a day).
+fn rolled_up_as(dimension: Dimension) -> Option<&'static str> {
+    Some(match dimension {
+        Dimension::Country => "country",
+        Dimension::City => "city",
+        Dimension::Device => "device",
+        Dimension::Browser => "browser",
+        Dimension::Os => "os",
+        Dimension::Referrer => "referrer",
+        Dimension::Link => return None,
+    })
+}
+
 /// Clicks and unique visitors by `dimension`, most clicks first, at most `limit` groups.
 pub(crate) async fn analytics_breakdown(
     c: &mut Conn,
@@ -144,15 +294,30 @@ pub(crate) async fn analytics_breakdown(
     dimension: Dimension,
     limit: i64,
 ) -> Result<Vec<Tally>, StorageError> {
-    let rows = match dimension {
-        Dimension::Country => grouped!(c, filter, events::country, limit),
-        Dimension::City => grouped!(c, filter, events::city, limit),
-        Dimension::Device => grouped!(c, filter, events::device, limit),
-        Dimension::Browser => grouped!(c, filter, events::browser, limit),
-        Dimension::Os => grouped!(c, filter, events::os, limit),
-        Dimension::Referrer => grouped!(c, filter, events::referrer, limit),
-        Dimension::Link => return by_link(c, filter, limit).await,
+    let Some(name) = rolled_up_as(dimension) else {
+        return by_link(c, filter, limit).await;
     };
+    let unfiltered = rollup_scope(filter) == Some((TOTAL, None));
+    let split = split(c, filter, unfiltered).await?;
+    if split.days.is_empty() {
+        return Ok(tallies(
+            events_by(c, filter, &split.rest, dimension, limit).await?,
+        ));
+    }
+    let mut sums = Sums::new();
+    let workspace = filter.workspace_id.to_string();
+    sums.add(rolled_up_values(c, &workspace, name, &split.days).await?);
+    if !split.rest.is_empty() {
+        sums.add(events_by(c, filter, &split.rest, dimension, i64::MAX).await?);
+    }
+    let mut rows = sums.into_rows();
+    // The order the events' query gives: most clicks, unknown last, then by key.
+    rows.sort_by(|a, b| {
+        (b.1.cmp(&a.1))
+            .then(a.0.is_none().cmp(&b.0.is_none()))
+            .then(a.0.cmp(&b.0))
+    });
+    rows.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
     Ok(tallies(rows))
 }
 
@@ -163,7 +328,7 @@ async fn by_link(
     limit: i64,
 ) -> Result<Vec<Tally>, StorageError> {
     let rows: Vec<(i64, i64, i64)> = events::table
-        .filter(selected(filter))
+        .filter(selected(filter, &[]))
         .group_by(events::link_seq)
         .select((
             events::link_seq,
@@ -201,24 +366,40 @@ pub(crate) async fn analytics_series(
     filter: &EventFilter,
     width: i64,
 ) -> Result<Vec<Tally<i64>>, StorageError> {
-    // Both numbers are the caller's, never text from a request. Events are at or after
-    // `start`, so the division truncates as a floor would.
-    let bucket = diesel::dsl::sql::<diesel::sql_types::BigInt>(&format!(
-        "(occurred_at - {}) / {}",
-        filter.start.unix_millis(),
-        width.max(1)
-    ));
-    let rows: Vec<(i64, i64, i64)> = events::table
-        .filter(selected(filter))
-        .group_by(bucket.clone())
-        .select((
-            bucket,
-            count_star(),
-            count(events::visitor).aggregate_distinct(),
-        ))
-        .load(c)
-        .await?;
-    Ok(tallies(rows))
+    let (start, width) = (filter.start.unix_millis(), width.max(1));
+    // Rollups answer when every bucket is made of whole UTC days.
+    let scope = rollup_scope(filter).filter(|_| start.rem_euclid(DAY) == 0 && width % DAY == 0);
+    let split = split(c, filter, scope.is_some()).await?;
+    let mut sums = Sums::new();
+    if let Some((dimension, value)) = scope
+        && !split.days.is_empty()
+    {
+        let workspace = filter.workspace_id.to_string();
+        let rows = rolled_up_days(c, &workspace, dimension, value, &split.days).await?;
+        sums.add(
+            (rows.into_iter())
+                .map(|(day, clicks, visitors)| ((day * DAY - start) / width, clicks, visitors)),
+        );
+    }
+    if !split.rest.is_empty() {
+        // Both numbers are the caller's, never text from a request. Events are at or after
+        // `start`, so the division truncates as a floor would.
+        let bucket = diesel::dsl::sql::<diesel::sql_types::BigInt>(&format!(
+            "(occurred_at - {start}) / {width}"
+        ));
+        let rows: Vec<(i64, i64, i64)> = events::table
+            .filter(selected(filter, &split.rest))
+            .group_by(bucket.clone())
+            .select((
+                bucket,
+                count_star(),
+                count(events::visitor).aggregate_distinct(),
+            ))
+            .load(c)
+            .await?;
+        sums.add(rows);
+    }
+    Ok(tallies(sums.into_rows()))
 }
 
 /// Up to `limit` events `filter` selects after `after` (time, id), in that order.
@@ -228,7 +409,7 @@ pub(crate) async fn export_events(
     after: Option<(i64, i64)>,
     limit: i64,
 ) -> Result<Vec<ExportedEvent>, StorageError> {
-    let mut condition = selected(filter);
+    let mut condition = selected(filter, &[]);
     if let Some((time, id)) = after {
         condition = Box::new(
             condition.and(

@@ -7,7 +7,7 @@ use diesel::prelude::*;
 use diesel_async::{AsyncConnection, RunQueryDsl};
 use shortlink_domain::{BaseUrl, ClickInfo, Event, EventKind, Timestamp};
 
-use super::{Conn, count_clicks, insert_click_events, outbox};
+use super::{Conn, count_clicks, insert_click_events, mark_late_days_stale, outbox};
 use crate::StorageError;
 use crate::hooks::Hooks;
 use crate::model::{ClickBatch, LinkClicks};
@@ -37,6 +37,7 @@ pub(crate) async fn record_clicks(
     c.transaction(async |c| -> Result<(), StorageError> {
         if batch.events {
             insert_click_events(c, batch).await?;
+            mark_late_days_stale(c, batch).await?;
         }
         clicked_events(c, batch, base, hooks).await?;
         // Last: a counter's row stays locked from its update to the commit, so two flush parts

@@ -13,7 +13,8 @@ use shortlink_domain::{
 
 use super::complete_idempotency_key;
 use super::{
-    Backend, Conn, Creation, announce, begin_creation, insert_new_links, lock_for_writing, outbox,
+    Backend, Conn, Creation, announce, begin_creation, insert_new_links, lock_for_writing,
+    mark_link_days_stale, outbox,
 };
 use crate::StorageError;
 use crate::hooks::{Hooks, Lookup, reading};
@@ -503,6 +504,9 @@ pub(crate) async fn delete_link(
         if deleted == 0 {
             return Ok(None);
         }
+        // Its events leave the workspace's analytics: the days it was clicked are rolled up
+        // again without them.
+        mark_link_days_stale(c, row.seq).await?;
         let link = row.into_domain(hooks)?;
         announce(c, &[link_change(&link)]).await?;
         let subs = outbox::subscriptions(c, [workspace]).await?;

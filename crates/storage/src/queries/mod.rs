@@ -14,13 +14,14 @@ mod deliveries;
 mod idempotency;
 mod links;
 mod outbox;
+mod rollups;
 mod webhooks;
 mod workspaces;
 
 pub(crate) use super::{
     Conn, Creation, announce, begin_creation, count_clicks, insert_attempts, insert_deliveries,
-    insert_event_rows, insert_new_links, lock_due, lock_endpoint, lock_for_writing,
-    lock_subscribed,
+    insert_event_rows, insert_new_links, insert_rollup_rows, lock_due, lock_endpoint,
+    lock_for_writing, lock_subscribed,
 };
 
 /// The backend the queries are compiled for.
@@ -31,5 +32,6 @@ pub(crate) use deliveries::*;
 pub(crate) use idempotency::*;
 pub(crate) use links::*;
 pub(crate) use outbox::subscribed;
+pub(crate) use rollups::*;
 pub(crate) use webhooks::*;
 pub(crate) use workspaces::*;

@@ -14,7 +14,7 @@ use std::collections::{HashMap, HashSet};
 use super::recent_codes::{RecentCodes, read_file};
 use super::writer::Held;
 use super::{Conn, queries};
-use crate::rows::{AttemptRow, DeliveryRow, NewLinkRow};
+use crate::rows::{AttemptRow, DeliveryRow, NewLinkRow, RollupRow};
 use crate::schema::webhook_deliveries as d;
 
 /// Selects an endpoint's due deliveries. This runs in a write transaction on SQLite's single
@@ -276,6 +276,17 @@ pub(crate) async fn insert_event_rows(
 pub(crate) async fn insert_deliveries(c: &mut Conn, rows: Vec<DeliveryRow>) -> QueryResult<usize> {
     c.spawn_blocking(move |c| {
         diesel::RunQueryDsl::execute(diesel::insert_into(d::table).values(rows), c)
+    })
+    .await
+}
+
+/// One multi-row insert of analytics rollup rows.
+pub(crate) async fn insert_rollup_rows(c: &mut Conn, rows: Vec<RollupRow>) -> QueryResult<usize> {
+    c.spawn_blocking(move |c| {
+        diesel::RunQueryDsl::execute(
+            diesel::insert_into(crate::schema::click_rollups::table).values(rows),
+            c,
+        )
     })
     .await
 }

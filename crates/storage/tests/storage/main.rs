@@ -12,6 +12,7 @@ mod links;
 mod migrations;
 mod partitions;
 mod redirect_index;
+mod rollups;
 mod workspaces;
 
 use std::time::Duration;

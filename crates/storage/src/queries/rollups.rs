@@ -1,0 +1,296 @@
+//! Analytics rollups: per workspace, UTC day and dimension value, the day's clicks and distinct
+//! visitors (table `click_rollups`). The visitor hash's key changes every UTC day, so distinct
+//! visitors add up across days and a range of whole days is answered from these rows; the rest
+//! of a range is read from the events (`analytics.rs` splits a query in the two).
+//!
+//! A day is rolled up by the upkeep once it has been over for a while (`Store::roll_up_analytics`), all
+//! workspaces at once. Its events may still change after that: a flush carrying clicks of an
+//! earlier day (clicks retried after an outage, a journal replayed after a crash) and a link's
+//! deletion mark the day stale (`click_rollup_stale`), and a stale day is read from its events
+//! until it is rolled up again.
+
+use diesel::dsl::{count, count_star, sql};
+use diesel::prelude::*;
+use diesel::sql_types::BigInt;
+use diesel_async::{AsyncConnection, RunQueryDsl};
+
+use shortlink_domain::Timestamp;
+
+use super::{Conn, insert_rollup_rows};
+use crate::StorageError;
+use crate::model::{ClickBatch, DAY};
+use crate::rows::RollupRow;
+use crate::schema::{
+    click_events as events, click_rollup_days as rolled, click_rollup_stale as stale,
+    click_rollups as rollups, links,
+};
+
+/// Most rolled-up days one query uses (each is a bound parameter; SQLite takes 32,766); the
+/// days of a longer range beyond them are read from the events.
+const MOST_DAYS: i64 = 20_000;
+
+/// Rollup rows written per insert statement (6 parameters each).
+const INSERT_CHUNK: usize = 1000;
+
+/// The dimension name of the rows that count everything.
+pub(crate) const TOTAL: &str = "total";
+
+/// The rolled-up days in `[first, end)` that are not stale, in order: what a query may read
+/// from the rollups.
+pub(crate) async fn usable_days(
+    c: &mut Conn,
+    first: i64,
+    end: i64,
+) -> Result<Vec<i64>, StorageError> {
+    Ok(rolled::table
+        .filter(rolled::day.ge(first).and(rolled::day.lt(end)))
+        .filter(diesel::dsl::not(
+            rolled::day.eq_any(stale::table.select(stale::day)),
+        ))
+        .select(rolled::day)
+        .order(rolled::day)
+        .limit(MOST_DAYS)
+        .load(c)
+        .await?)
+}
+
+/// One scope's rows on `days`: `(day, clicks, visitors)`. `value` `None` reads the totals
+/// (`dimension` is then [`TOTAL`]); a day without clicks has no row.
+pub(crate) async fn rolled_up_days(
+    c: &mut Conn,
+    workspace: &str,
+    dimension: &str,
+    value: Option<&str>,
+    days: &[i64],
+) -> Result<Vec<(i64, i64, i64)>, StorageError> {
+    let mut query = rollups::table
+        .filter(rollups::workspace_id.eq(workspace))
+        .filter(rollups::dimension.eq(dimension))
+        .filter(rollups::day.eq_any(days))
+        .select((rollups::day, rollups::clicks, rollups::visitors))
+        .into_boxed();
+    if let Some(value) = value {
+        query = query.filter(rollups::value.eq(value));
+    }
+    Ok(query.load(c).await?)
+}
+
+/// One dimension's rows on `days`, added up by value: `(value, clicks, visitors)`.
+pub(crate) async fn rolled_up_values(
+    c: &mut Conn,
+    workspace: &str,
+    dimension: &str,
+    days: &[i64],
+) -> Result<Vec<(Option<String>, i64, i64)>, StorageError> {
+    // Cast: PostgreSQL's SUM of BIGINT is NUMERIC.
+    Ok(rollups::table
+        .filter(rollups::workspace_id.eq(workspace))
+        .filter(rollups::dimension.eq(dimension))
+        .filter(rollups::day.eq_any(days))
+        .group_by(rollups::value)
+        .select((
+            rollups::value,
+            sql::<BigInt>("CAST(SUM(clicks) AS BIGINT)"),
+            sql::<BigInt>("CAST(SUM(visitors) AS BIGINT)"),
+        ))
+        .load(c)
+        .await?)
+}
+
+/// The events of `day` grouped by workspace and `$column`, as rollup rows of `$dimension`.
+macro_rules! day_by {
+    ($c:expr, $day:expr, $dimension:expr, $column:expr) => {
+        events::table
+            .inner_join(links::table.on(links::seq.eq(events::link_seq)))
+            .filter(events::occurred_at.ge($day * DAY))
+            .filter(events::occurred_at.lt(($day + 1) * DAY))
+            .group_by((links::workspace_id, $column))
+            .select((
+                links::workspace_id,
+                $column.nullable(),
+                count_star(),
+                count(events::visitor).aggregate_distinct(),
+            ))
+            .load::<(String, Option<String>, i64, i64)>($c)
+            .await?
+            .into_iter()
+            .map(|(workspace_id, value, clicks, visitors)| RollupRow {
+                workspace_id,
+                day: $day,
+                dimension: $dimension,
+                value,
+                clicks,
+                visitors,
+            })
+    };
+}
+
+/// Every rollup row of `day`, computed from its events (a deleted link's are left out, as the
+/// queries leave them out).
+pub(crate) async fn day_rollup(c: &mut Conn, day: i64) -> Result<Vec<RollupRow>, StorageError> {
+    let mut rows: Vec<RollupRow> = events::table
+        .inner_join(links::table.on(links::seq.eq(events::link_seq)))
+        .filter(events::occurred_at.ge(day * DAY))
+        .filter(events::occurred_at.lt((day + 1) * DAY))
+        .group_by(links::workspace_id)
+        .select((
+            links::workspace_id,
+            count_star(),
+            count(events::visitor).aggregate_distinct(),
+        ))
+        .load::<(String, i64, i64)>(c)
+        .await?
+        .into_iter()
+        .map(|(workspace_id, clicks, visitors)| RollupRow {
+            workspace_id,
+            day,
+            dimension: TOTAL,
+            value: None,
+            clicks,
+            visitors,
+        })
+        .collect();
+    rows.extend(day_by!(c, day, "country", events::country));
+    rows.extend(day_by!(c, day, "city", events::city));
+    rows.extend(day_by!(c, day, "device", events::device));
+    rows.extend(day_by!(c, day, "browser", events::browser));
+    rows.extend(day_by!(c, day, "os", events::os));
+    rows.extend(day_by!(c, day, "referrer", events::referrer));
+    Ok(rows)
+}
+
+/// `day`'s stale mark's version, if it is marked.
+pub(crate) async fn stale_version(c: &mut Conn, day: i64) -> Result<Option<i64>, StorageError> {
+    Ok(stale::table
+        .filter(stale::day.eq(day))
+        .select(stale::version)
+        .get_result(c)
+        .await
+        .optional()?)
+}
+
+/// Replaces `day`'s rollup with `rows` and marks it rolled up, in one transaction; clears its
+/// stale mark if it is still the one read (`seen`) before `rows` were computed.
+pub(crate) async fn replace_day(
+    c: &mut Conn,
+    day: i64,
+    rows: &[RollupRow],
+    seen: Option<i64>,
+) -> Result<(), StorageError> {
+    c.transaction(async |c| -> Result<(), StorageError> {
+        // First, and an update if the day is there: two instances rolling up the same day
+        // (PostgreSQL) take turns instead of both inserting its rows.
+        diesel::insert_into(rolled::table)
+            .values(rolled::day.eq(day))
+            .on_conflict(rolled::day)
+            .do_update()
+            .set(rolled::day.eq(day))
+            .execute(c)
+            .await?;
+        diesel::delete(rollups::table.filter(rollups::day.eq(day)))
+            .execute(c)
+            .await?;
+        for chunk in rows.chunks(INSERT_CHUNK) {
+            insert_rollup_rows(c, chunk.to_vec()).await?;
+        }
+        if let Some(version) = seen {
+            diesel::delete(stale::table.filter(stale::day.eq(day).and(stale::version.eq(version))))
+                .execute(c)
+                .await?;
+        }
+        Ok(())
+    })
+    .await
+}
+
+/// The days in `[first, end)` to roll up: those not rolled up yet, and the stale ones.
+pub(crate) async fn days_to_roll_up(
+    c: &mut Conn,
+    first: i64,
+    end: i64,
+) -> Result<Vec<i64>, StorageError> {
+    let usable = usable_days(c, first, end).await?;
+    let mut usable = usable.into_iter().peekable();
+    Ok((first..end)
+        .filter(|day| {
+            while usable.next_if(|u| u < day).is_some() {}
+            usable.next_if_eq(day).is_none()
+        })
+        .collect())
+}
+
+/// The day of the oldest event, if there is one.
+pub(crate) async fn first_event_day(c: &mut Conn) -> Result<Option<i64>, StorageError> {
+    let oldest: Option<i64> = events::table
+        .select(diesel::dsl::min(events::occurred_at))
+        .get_result(c)
+        .await?;
+    Ok(oldest.map(|at| at.div_euclid(DAY)))
+}
+
+/// Marks `days` stale (their events changed); a no-op for a day not rolled up yet.
+pub(crate) async fn mark_stale(c: &mut Conn, days: &[i64]) -> Result<(), StorageError> {
+    let rolled_up: Vec<i64> = rolled::table
+        .filter(rolled::day.eq_any(days))
+        .select(rolled::day)
+        .load(c)
+        .await?;
+    for day in rolled_up {
+        diesel::insert_into(stale::table)
+            .values((stale::day.eq(day), stale::version.eq(1)))
+            .on_conflict(stale::day)
+            .do_update()
+            .set(stale::version.eq(stale::version + 1))
+            .execute(c)
+            .await?;
+    }
+    Ok(())
+}
+
+/// Marks stale the days before today that `batch`'s clicks fall on (written late).
+pub(crate) async fn mark_late_days_stale(
+    c: &mut Conn,
+    batch: &ClickBatch,
+) -> Result<(), StorageError> {
+    let today = Timestamp::now().unix_millis().div_euclid(DAY);
+    let mut days: Vec<i64> = (batch.links.iter())
+        .flat_map(|link| &link.clicks)
+        .map(|event| event.click.timestamp.unix_millis().div_euclid(DAY))
+        .filter(|&day| day < today)
+        .collect();
+    if days.is_empty() {
+        return Ok(());
+    }
+    days.sort_unstable();
+    days.dedup();
+    mark_stale(c, &days).await
+}
+
+/// Marks stale the days with events of the link `seq` (it is being deleted).
+pub(crate) async fn mark_link_days_stale(c: &mut Conn, seq: i64) -> Result<(), StorageError> {
+    let days: Vec<i64> = events::table
+        .filter(events::link_seq.eq(seq))
+        .select(events::occurred_at / DAY)
+        .distinct()
+        .load(c)
+        .await?;
+    mark_stale(c, &days).await
+}
+
+/// Forgets the rollups of the days before `day` (retention has passed them) and marks `day`
+/// stale: retention deletes its older events, so it is rolled up again from what is left.
+pub(crate) async fn forget_rollups_before(c: &mut Conn, day: i64) -> Result<(), StorageError> {
+    c.transaction(async |c| -> Result<(), StorageError> {
+        diesel::delete(rollups::table.filter(rollups::day.lt(day)))
+            .execute(c)
+            .await?;
+        diesel::delete(rolled::table.filter(rolled::day.lt(day)))
+            .execute(c)
+            .await?;
+        diesel::delete(stale::table.filter(stale::day.lt(day)))
+            .execute(c)
+            .await?;
+        mark_stale(c, &[day]).await
+    })
+    .await
+}
