@@ -61,7 +61,7 @@ pub(crate) async fn maintain(
     for offset in -behind..=MONTHS_AHEAD {
         let start = month_start(today, offset);
         if !existing.contains(&name(start)) {
-            create(c, start).await;
+            create(c, start).await?;
         }
     }
     let Some(keep_after) = keep_after else {
@@ -105,22 +105,39 @@ async fn partitions(c: &mut AsyncPgConnection) -> Result<Vec<String>, StorageErr
     Ok(partitions.into_iter().map(|p| p.name).collect())
 }
 
-/// Makes the partition of the month beginning at `start`, or says why it could not.
-async fn create(c: &mut AsyncPgConnection, start: Date) {
+#[derive(QueryableByName)]
+struct Held {
+    #[diesel(sql_type = diesel::sql_types::Bool)]
+    held: bool,
+}
+
+/// Makes the partition of the month beginning at `start`, unless the default partition holds
+/// events of that month (written before the partition existed): PostgreSQL would refuse, after
+/// locking the whole table (ACCESS EXCLUSIVE) to scan the default partition for them. That month
+/// stays in the default partition, where retention deletes its rows in batches; looking first
+/// is one probe of the default partition's time index.
+async fn create(c: &mut AsyncPgConnection, start: Date) -> Result<(), StorageError> {
+    let (from, to) = (millis(start), millis(month_start(start, 1)));
+    let held: Held = diesel::sql_query(format!(
+        "SELECT EXISTS (SELECT 1 FROM click_events_default \
+         WHERE occurred_at >= {from} AND occurred_at < {to}) AS held"
+    ))
+    .get_result(c)
+    .await?;
+    if held.held {
+        tracing::debug!(partition = %name(start), "events of this month are in the default partition");
+        return Ok(());
+    }
     let sql = format!(
-        "CREATE TABLE IF NOT EXISTS {} PARTITION OF click_events FOR VALUES FROM ({}) TO ({})",
+        "CREATE TABLE IF NOT EXISTS {} PARTITION OF click_events FOR VALUES FROM ({from}) TO ({to})",
         name(start),
-        millis(start),
-        millis(month_start(start, 1))
     );
-    // Fails when the default partition already holds rows of that month (events written
-    // before the partition existed); those months stay in the default partition, and are tried
-    // again at the next upkeep. Each try locks click_events (ACCESS EXCLUSIVE) while it scans the
-    // default partition for such rows: cheap while the default partition is small, as it is
-    // once every retained month has its partition.
+    // Still fails if events of that month are written between the look and the creation: tried
+    // again at the next upkeep.
     if let Err(e) = c.batch_execute(&sql).await {
         tracing::warn!(error = %e, partition = %name(start), "could not create a partition of click_events");
     }
+    Ok(())
 }
 
 /// The month of a partition named `click_events_YYYY_MM`.

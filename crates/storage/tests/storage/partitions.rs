@@ -1,6 +1,7 @@
 //! PostgreSQL's monthly partitions of the click events: every month from the retention horizon
 //! to the coming ones gets its partition, so an event of any retained month lands in its month's
-//! table; a month whose events already sit in the default partition stays there.
+//! table; a month whose events already sit in the default partition stays there, and later
+//! upkeeps leave it without locking the table.
 
 use std::time::Duration;
 
@@ -182,4 +183,20 @@ async fn a_month_whose_events_sit_in_the_default_partition_stays_there() {
     want.push("default".into());
     assert_eq!(partitions(&db).await, want);
     assert_eq!(rows_in(&db, "default").await, 1);
+
+    // Later upkeeps see the month's events there and leave it, without the table lock trying
+    // would take: with a reader holding the default partition, the upkeep still ends at once.
+    let mut reader = AsyncPgConnection::establish(&db.url).await.unwrap();
+    diesel_async::SimpleAsyncConnection::batch_execute(
+        &mut reader,
+        "BEGIN; LOCK TABLE click_events_default IN ACCESS SHARE MODE",
+    )
+    .await
+    .unwrap();
+    let upkeep = store.maintain_events(now, Some(now.minus(RETENTION)), 100);
+    tokio::time::timeout(Duration::from_secs(5), upkeep)
+        .await
+        .expect("the upkeep waited for the default partition's lock")
+        .unwrap();
+    assert_eq!(partitions(&db).await, want);
 }
