@@ -1,14 +1,17 @@
-//! The few calls of shortlink's API the bench makes: create links (one or a bulk batch) and read
-//! a link's click counter.
+//! The few calls of shortlink's API the bench makes: create links (one or a bulk batch), read
+//! a link's click counter, ask the analytics and read an export.
 
 use std::net::SocketAddr;
+use std::time::Duration;
 
 use anyhow::{Context, bail};
 use bytes::Bytes;
+use hyper::body::Incoming;
 use hyper::{Method, StatusCode};
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-use crate::http::Connection;
+use crate::http::{Connection, REQUEST_TIMEOUT};
 
 /// Most links in one bulk request (the API's bound).
 pub const BULK_BATCH: usize = 100;
@@ -34,6 +37,14 @@ struct Envelope<T> {
 struct LinkOut {
     short_code: String,
     clicks: u64,
+}
+
+/// The clicks of an analytics answer: `groupBy=count`'s totals, a time series' bucket, a
+/// breakdown's group (their other fields are not needed here).
+#[derive(Deserialize)]
+pub struct Counted {
+    /// Clicks counted.
+    pub clicks: u64,
 }
 
 #[derive(Deserialize)]
@@ -127,16 +138,54 @@ impl ApiClient {
 
     /// GET `/api/v1/links/{code}`: the link's click counter.
     pub async fn clicks(&mut self, code: &str) -> anyhow::Result<u64> {
-        let path = format!("/api/v1/links/{code}");
-        let (status, body) = self
-            .conn
-            .send(Method::GET, &path, Some(&self.key), None)
+        let link: LinkOut = self
+            .get_data(&format!("/api/v1/links/{code}"), REQUEST_TIMEOUT)
             .await?;
+        Ok(link.clicks)
+    }
+
+    /// GET `/api/v1/analytics?{query}`, waiting up to `timeout` (a query over millions of events
+    /// may be slow): the answer's `data`.
+    pub async fn analytics<T: DeserializeOwned>(
+        &mut self,
+        query: &str,
+        timeout: Duration,
+    ) -> anyhow::Result<T> {
+        self.get_data(&format!("/api/v1/analytics?{query}"), timeout)
+            .await
+    }
+
+    /// GET `/api/v1/analytics/export?{query}`: the body as it is streamed, to be read by the
+    /// caller. Fails on an answer other than 200.
+    pub async fn export(&mut self, query: &str) -> anyhow::Result<Incoming> {
+        let path = format!("/api/v1/analytics/export?{query}");
+        let (status, body) = self.conn.get_streamed(&path, Some(&self.key)).await?;
         if status != StatusCode::OK {
             bail!("GET {path} answered {status}");
         }
-        let Envelope { data } = serde_json::from_slice::<Envelope<LinkOut>>(&body)
+        Ok(body)
+    }
+
+    /// GETs `path` with the key, waiting up to `timeout`, and returns the envelope's `data`.
+    /// Fails on an answer other than 200, naming its status and body.
+    async fn get_data<T: DeserializeOwned>(
+        &mut self,
+        path: &str,
+        timeout: Duration,
+    ) -> anyhow::Result<T> {
+        let (status, body) = self
+            .conn
+            .get_within(path, Some(&self.key), timeout)
+            .await
+            .with_context(|| format!("GET {path}"))?;
+        if status != StatusCode::OK {
+            bail!(
+                "GET {path} answered {status}: {}",
+                String::from_utf8_lossy(&body)
+            );
+        }
+        let Envelope { data } = serde_json::from_slice::<Envelope<T>>(&body)
             .with_context(|| format!("unexpected response to GET {path}"))?;
-        Ok(data.clicks)
+        Ok(data)
     }
 }

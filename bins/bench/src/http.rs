@@ -7,9 +7,10 @@ use std::time::Duration;
 use anyhow::Context;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
 use hyper::client::conn::http1::{self, SendRequest};
 use hyper::header::{self, HeaderMap, HeaderValue};
-use hyper::{Method, Request, StatusCode};
+use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 use tokio::task::JoinHandle;
@@ -57,13 +58,48 @@ impl Connection {
         bearer: Option<&str>,
         json: Option<Bytes>,
     ) -> anyhow::Result<(StatusCode, Bytes)> {
-        let (status, _, body) = self.exchange(method, path, bearer, json).await?;
+        let (status, _, body) = self
+            .exchange(method, path, bearer, json, REQUEST_TIMEOUT)
+            .await?;
         Ok((status, body))
+    }
+
+    /// GETs `path` and reads the whole response body, waiting up to `timeout` instead of
+    /// [`REQUEST_TIMEOUT`]: for answers that are slow on purpose of the case (an analytics query
+    /// over millions of events).
+    pub async fn get_within(
+        &mut self,
+        path: &str,
+        bearer: Option<&str>,
+        timeout: Duration,
+    ) -> anyhow::Result<(StatusCode, Bytes)> {
+        let (status, _, body) = self
+            .exchange(Method::GET, path, bearer, None, timeout)
+            .await?;
+        Ok((status, body))
+    }
+
+    /// GETs `path` and returns the status and the body as it arrives, for the caller to read
+    /// frame by frame: an answer streamed for longer than one request may take (an export of a
+    /// million rows), and larger than worth holding. Only the head must come within
+    /// [`REQUEST_TIMEOUT`].
+    pub async fn get_streamed(
+        &mut self,
+        path: &str,
+        bearer: Option<&str>,
+    ) -> anyhow::Result<(StatusCode, Incoming)> {
+        let request = self.request(Method::GET, path, bearer, None)?;
+        let response = tokio::time::timeout(REQUEST_TIMEOUT, self.head(request))
+            .await
+            .context("request timed out")??;
+        Ok((response.status(), response.into_body()))
     }
 
     /// GETs `path` (a short code) and returns the status and the `Location` header, if any.
     pub async fn redirect(&mut self, path: &str) -> anyhow::Result<(StatusCode, Option<String>)> {
-        let (status, headers, _) = self.exchange(Method::GET, path, None, None).await?;
+        let (status, headers, _) = self
+            .exchange(Method::GET, path, None, None, REQUEST_TIMEOUT)
+            .await?;
         let location = headers
             .get(header::LOCATION)
             .and_then(|l| l.to_str().ok())
@@ -71,14 +107,33 @@ impl Connection {
         Ok((status, location))
     }
 
-    /// Sends one request and reads the whole response.
+    /// Sends one request and reads the whole response, within `timeout`.
     async fn exchange(
         &mut self,
         method: Method,
         path: &str,
         bearer: Option<&str>,
         json: Option<Bytes>,
+        timeout: Duration,
     ) -> anyhow::Result<(StatusCode, HeaderMap, Bytes)> {
+        let request = self.request(method, path, bearer, json)?;
+        tokio::time::timeout(timeout, async {
+            let (parts, body) = self.head(request).await?.into_parts();
+            let body = body.collect().await?.to_bytes();
+            Ok((parts.status, parts.headers, body))
+        })
+        .await
+        .context("request timed out")?
+    }
+
+    /// One request to this connection's server.
+    fn request(
+        &self,
+        method: Method,
+        path: &str,
+        bearer: Option<&str>,
+        json: Option<Bytes>,
+    ) -> anyhow::Result<Request<Full<Bytes>>> {
         let mut builder = Request::builder()
             .method(method)
             .uri(path)
@@ -94,20 +149,13 @@ impl Connection {
             }
             None => Bytes::new(),
         };
-        let request = builder.body(Full::new(body))?;
-        tokio::time::timeout(REQUEST_TIMEOUT, self.round_trip(request))
-            .await
-            .context("request timed out")?
+        Ok(builder.body(Full::new(body))?)
     }
 
-    async fn round_trip(
-        &mut self,
-        request: Request<Full<Bytes>>,
-    ) -> anyhow::Result<(StatusCode, HeaderMap, Bytes)> {
+    /// Sends `request` and waits for the response's head; its body is the caller's to read.
+    async fn head(&mut self, request: Request<Full<Bytes>>) -> anyhow::Result<Response<Incoming>> {
         self.sender.ready().await?;
-        let (parts, body) = self.sender.send_request(request).await?.into_parts();
-        let body = body.collect().await?.to_bytes();
-        Ok((parts.status, parts.headers, body))
+        Ok(self.sender.send_request(request).await?)
     }
 }
 

@@ -8,7 +8,6 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::Context;
 use serde::Serialize;
 use shortlink_domain::{BaseUrl, ClickInfo, Timestamp};
 use shortlink_storage::{ClickBatch, ClickEvent, EventFilter, LinkClicks, PoolOptions, Store};
@@ -22,7 +21,7 @@ pub const EVENTS: usize = 1_000_000;
 /// Links the events are spread over.
 const LINKS: usize = 100;
 /// Clicks per transaction: the service's `FLUSH_PART`.
-const PER_TRANSACTION: usize = 2_000;
+pub const PER_TRANSACTION: usize = 2_000;
 
 /// One backend's ingestion.
 #[derive(Debug, Clone, Serialize)]
@@ -63,12 +62,7 @@ async fn on(
     seed::workspace_and_key(bin, url)?;
     let codes = seed::through_store(url, base, LINKS).await?;
     let store = Store::connect(url, PoolOptions::default())?;
-    let mut links = Vec::with_capacity(LINKS);
-    for code in &codes {
-        let target = (store.resolve(base.domain(), code).await?)
-            .with_context(|| format!("link {code} is missing"))?;
-        links.push(target);
-    }
+    let links = seed::redirect_targets(&store, base, &codes).await?;
     let click = ClickEvent {
         click: ClickInfo {
             country: Some("GB".into()),

@@ -2,9 +2,11 @@
 //! machine, its click counting, and its link creation, and writes the summary to
 //! `target/bench/summary.json`. See `bins/bench/README.md` and `docs/PERFORMANCE.md`.
 
+mod analytics_queries;
 mod api;
 mod baseline;
 mod burst;
+mod click_history;
 mod clicks;
 mod cpus;
 mod create;
@@ -29,6 +31,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 
+use crate::analytics_queries::QuerySettings;
 use crate::load::LoadSettings;
 use crate::run::RunOptions;
 
@@ -74,9 +77,18 @@ struct RunArgs {
     /// Links in the second shortlink run.
     #[arg(long, default_value_t = 1_000_000, value_parser = link_count)]
     large_links: usize,
-    /// Skip the second (large) shortlink run, for a quick run.
+    /// Skip the second (large) shortlink run and the analytics queries, for a quick run.
     #[arg(long)]
     skip_large: bool,
+    /// Skip the analytics queries on a large history (minutes per backend).
+    #[arg(long)]
+    skip_queries: bool,
+    /// Click events in the analytics queries' history (spread over the last 400 days).
+    #[arg(long, default_value_t = 10_000_000, value_parser = event_count)]
+    query_events: usize,
+    /// Links the analytics queries' history is spread over (all in one workspace).
+    #[arg(long, default_value_t = 100_000, value_parser = link_count)]
+    query_links: usize,
     /// Seconds of each creation measurement (single, then bulk).
     #[arg(long, default_value_t = 5.0, value_parser = positive_seconds)]
     create_duration: f64,
@@ -140,6 +152,15 @@ fn link_count(s: &str) -> Result<usize, String> {
     }
 }
 
+/// At least enough for every 30-day range of the history to hold events (the answers are
+/// checked to have some).
+fn event_count(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(n) if (10_000..=1_000_000_000).contains(&n) => Ok(n),
+        _ => Err("expected a number of events between 10,000 and 1,000,000,000".into()),
+    }
+}
+
 /// `target/bench/summary.json` at the workspace root (this crate is `bins/bench`).
 fn default_output() -> PathBuf {
     let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
@@ -192,6 +213,10 @@ fn bench(args: RunArgs) -> anyhow::Result<()> {
         shortlink: args.shortlink,
         postgres_url: args.postgres_url.filter(|url| !url.is_empty()),
         diagnose: args.diagnose,
+        queries: (!args.skip_large && !args.skip_queries).then_some(QuerySettings {
+            events: args.query_events,
+            links: args.query_links,
+        }),
         cpus,
     };
     let output = args.output.unwrap_or_else(default_output);

@@ -1,4 +1,5 @@
-//! What `/proc` says about a process: its peak resident memory and the CPU time it used.
+//! What `/proc` says about a process: its resident memory (now and at its peak) and the CPU time
+//! it used.
 
 use std::time::Duration;
 
@@ -6,13 +7,24 @@ use anyhow::Context;
 
 /// Peak resident set size (`VmHWM`) of process `pid`, in bytes.
 pub fn peak_rss_bytes(pid: u32) -> anyhow::Result<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .with_context(|| format!("could not read /proc/{pid}/status"))?;
-    parse_vm_hwm(&status).with_context(|| format!("no VmHWM in /proc/{pid}/status"))
+    status_bytes(pid, "VmHWM:")
 }
 
-fn parse_vm_hwm(status: &str) -> Option<u64> {
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+/// Resident set size now (`VmRSS`) of process `pid`, in bytes: what a case samples when it
+/// wants the growth during one step of a process that already peaked higher before it.
+pub fn rss_bytes(pid: u32) -> anyhow::Result<u64> {
+    status_bytes(pid, "VmRSS:")
+}
+
+/// The `field` (a size in kB) of `/proc/<pid>/status`, in bytes.
+fn status_bytes(pid: u32, field: &str) -> anyhow::Result<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .with_context(|| format!("could not read /proc/{pid}/status"))?;
+    parse_kib(&status, field).with_context(|| format!("no {field} in /proc/{pid}/status"))
+}
+
+fn parse_kib(status: &str, field: &str) -> Option<u64> {
+    let line = status.lines().find(|l| l.starts_with(field))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kib * 1024)
 }
@@ -63,10 +75,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn reads_peak_rss_in_bytes() {
+    fn reads_sizes_in_bytes() {
         let status = "Name:\tshortlink\nVmPeak:\t  900 kB\nVmHWM:\t   51234 kB\nVmRSS:\t 1 kB\n";
-        assert_eq!(parse_vm_hwm(status), Some(51_234 * 1024));
-        assert_eq!(parse_vm_hwm("Name: x\n"), None);
+        assert_eq!(parse_kib(status, "VmHWM:"), Some(51_234 * 1024));
+        assert_eq!(parse_kib(status, "VmRSS:"), Some(1024));
+        assert_eq!(parse_kib("Name: x\n", "VmHWM:"), None);
     }
 
     #[test]
@@ -78,6 +91,7 @@ mod tests {
     #[test]
     fn reads_this_process() -> anyhow::Result<()> {
         assert!(peak_rss_bytes(std::process::id())? > 0);
+        assert!(rss_bytes(std::process::id())? > 0);
         cpu_time(std::process::id())?;
         Ok(())
     }

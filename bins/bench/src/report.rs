@@ -7,7 +7,9 @@ use std::path::Path;
 use anyhow::Context;
 use serde::Serialize;
 
+use crate::analytics_queries::{Format, QueriesFigure, Query};
 use crate::burst::BurstFigure;
+use crate::click_history::DAYS;
 use crate::deliveries::DeliveryFigure;
 use crate::ingestion::IngestionFigure;
 use crate::propagation::PropagationFigure;
@@ -176,7 +178,7 @@ pub struct Target {
 }
 
 /// The runs beside the redirect and creation: webhook deliveries, the API with Redis, a burst
-/// of clicks, analytics ingestion, and a change between two instances.
+/// of clicks, analytics ingestion and queries, and a change between two instances.
 #[derive(Debug, Clone, Serialize)]
 pub struct BesideRuns {
     /// Webhook deliveries to a receiver on this machine.
@@ -187,6 +189,9 @@ pub struct BesideRuns {
     pub bursts: Vec<BurstFigure>,
     /// Analytics events written through storage, per backend.
     pub ingestion: Vec<IngestionFigure>,
+    /// Analytics queries and exports on a large history, per backend; empty when skipped
+    /// (`--skip-queries`, `--skip-large`).
+    pub analytics_queries: Vec<QueriesFigure>,
     /// A change seen by another instance; `None` without PostgreSQL.
     pub propagation: Option<PropagationFigure>,
 }
@@ -243,6 +248,7 @@ impl Summary {
             shared_limits,
             bursts,
             ingestion,
+            analytics_queries,
             propagation,
         } = &beside;
         let (base, small) = match redirect.as_slice() {
@@ -411,6 +417,9 @@ impl Summary {
                 reached: format!("{} events/s", thousands(i.per_second)),
                 met: i.per_second >= bound,
             });
+        }
+        for q in analytics_queries {
+            targets.extend(query_targets(q));
         }
         if let Some(p) = propagation {
             targets.push(Target {
@@ -604,6 +613,9 @@ impl Summary {
                 thousands(i.per_second)
             );
         }
+        for q in &self.beside.analytics_queries {
+            write_queries(&mut out, q);
+        }
         if let Some(p) = &self.beside.propagation {
             let _ = writeln!(
                 out,
@@ -650,11 +662,125 @@ impl Summary {
     }
 }
 
+/// The analytics query targets of one backend: each query's median, each export's rate and
+/// memory growth. A query or export that failed misses its targets. The targets are stated for
+/// 10,000,000 events, so each name says how large the history was: a smaller one meets them
+/// more easily.
+fn query_targets(q: &QueriesFigure) -> Vec<Target> {
+    let history = format!("{} events, {}", compact(q.events), q.backend);
+    let mut targets = Vec::new();
+    for timing in &q.queries {
+        let bound = match timing.query {
+            Query::DailySeries30 => 50.0,
+            Query::DailySeries400 => 200.0,
+            Query::Countries30 => 100.0,
+        };
+        let reached = match (timing.median_ms, &timing.failure) {
+            (Some(median), None) => format!("{median:.0} ms"),
+            (Some(median), Some(_)) => format!("{median:.0} ms, then failed"),
+            (None, _) => "failed".to_owned(),
+        };
+        targets.push(Target {
+            name: format!("{} median, {history}", timing.query.label()),
+            wanted: format!("<= {bound:.0} ms"),
+            reached,
+            met: timing.failure.is_none() && timing.median_ms.is_some_and(|m| m <= bound),
+        });
+    }
+    for e in &q.exports {
+        let failed = e.failure.is_some();
+        let format = format_name(e.format);
+        targets.push(Target {
+            name: format!("export {format} rows/s, {history}"),
+            wanted: ">= 200,000/s".into(),
+            reached: if failed {
+                "failed".to_owned()
+            } else {
+                format!("{}/s", thousands(e.rows_per_second))
+            },
+            met: !failed && e.rows_per_second >= 200_000.0,
+        });
+        targets.push(Target {
+            name: format!("export {format} RSS growth, {history}"),
+            wanted: "< 20 MiB".into(),
+            reached: format!("{:.1} MiB", e.rss_growth_mib),
+            met: !failed && e.rss_growth_mib < 20.0,
+        });
+    }
+    targets
+}
+
+/// The analytics query lines of one backend, as the printed summary shows them.
+fn write_queries(out: &mut String, q: &QueriesFigure) {
+    let _ = writeln!(
+        out,
+        "analytics queries, {}: {} events over {DAYS} days and {} links, written in {:.1} s ({} events/s)",
+        q.backend,
+        thousands(q.events as f64),
+        thousands(q.links as f64),
+        q.generation_seconds,
+        thousands(q.generated_per_second)
+    );
+    for t in &q.queries {
+        let answered = match (t.median_ms, t.max_ms) {
+            (Some(median), Some(max)) => {
+                format!("median {median:.0} ms, max {max:.0} ms ({} runs)", t.runs)
+            }
+            _ => "no answer".to_owned(),
+        };
+        let failed = t
+            .failure
+            .as_ref()
+            .map_or_else(String::new, |f| format!("; failed: {f}"));
+        let _ = writeln!(out, "  {:<22} {answered}{failed}", t.query.label());
+    }
+    for e in &q.exports {
+        let _ = match &e.failure {
+            None => writeln!(
+                out,
+                "  export {:<15} {} rows ({} days) in {:.1} s, {} rows/s, memory +{:.1} MiB",
+                format_name(e.format),
+                thousands(e.rows as f64),
+                e.days,
+                e.seconds,
+                thousands(e.rows_per_second),
+                e.rss_growth_mib
+            ),
+            Some(f) => writeln!(
+                out,
+                "  export {:<15} failed after {:.1} s: {f}",
+                format_name(e.format),
+                e.seconds
+            ),
+        };
+    }
+}
+
+fn format_name(format: Format) -> &'static str {
+    match format {
+        Format::Ndjson => "NDJSON",
+        Format::Csv => "CSV",
+    }
+}
+
 fn mode_name(mode: Mode) -> &'static str {
     match mode {
         Mode::Single => "single",
         Mode::Bulk => "bulk ×100",
     }
+}
+
+/// A count in a few characters: `10_000_000` → `"10M"`, `200_000` → `"200k"`, `1_500_000` →
+/// `"1.5M"`.
+fn compact(n: usize) -> String {
+    let (value, unit) = match n {
+        1_000_000.. => (n as f64 / 1e6, "M"),
+        1_000.. => (n as f64 / 1e3, "k"),
+        _ => (n as f64, ""),
+    };
+    let digits = format!("{value:.1}");
+    let digits = digits.strip_suffix(".0").unwrap_or(&digits);
+    format!("{digits}{unit}")
 }
 
 /// `12345.6` → `"12,346"`.
@@ -673,6 +799,72 @@ fn thousands(value: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn query_targets_judge_medians_rates_memory_and_failures() {
+        use crate::analytics_queries::{ExportFigure, QueryTiming};
+        let timing = |query, median_ms: Option<f64>, failure: Option<&str>| QueryTiming {
+            query,
+            runs: usize::from(median_ms.is_some()),
+            median_ms,
+            max_ms: median_ms,
+            failure: failure.map(str::to_owned),
+        };
+        let export =
+            |format, rows_per_second, rss_growth_mib, failure: Option<&str>| ExportFigure {
+                format,
+                days: 40,
+                rows: 1_000_000,
+                seconds: 1.0,
+                rows_per_second,
+                rss_growth_mib,
+                failure: failure.map(str::to_owned),
+            };
+        let figure = QueriesFigure {
+            backend: "sqlite".into(),
+            events: 10_000_000,
+            links: 100_000,
+            generation_seconds: 100.0,
+            generated_per_second: 100_000.0,
+            queries: vec![
+                timing(Query::DailySeries30, Some(40.0), None),
+                timing(Query::DailySeries400, Some(150.0), Some("503")),
+                timing(Query::Countries30, None, Some("timed out")),
+            ],
+            exports: vec![
+                export(Format::Ndjson, 250_000.0, 5.0, None),
+                export(Format::Csv, 150_000.0, 25.0, None),
+            ],
+        };
+        let met: Vec<(String, bool)> = query_targets(&figure)
+            .into_iter()
+            .map(|t| (t.name, t.met))
+            .collect();
+        let want = [
+            ("30-day series median, 10M events, sqlite", true),
+            // Answered in time, then failed: not met.
+            ("400-day series median, 10M events, sqlite", false),
+            ("30-day countries median, 10M events, sqlite", false),
+            ("export NDJSON rows/s, 10M events, sqlite", true),
+            ("export NDJSON RSS growth, 10M events, sqlite", true),
+            ("export CSV rows/s, 10M events, sqlite", false),
+            ("export CSV RSS growth, 10M events, sqlite", false),
+        ];
+        let want: Vec<(String, bool)> = want.iter().map(|(n, m)| ((*n).to_owned(), *m)).collect();
+        assert_eq!(met, want);
+        let mut printed = String::new();
+        write_queries(&mut printed, &figure);
+        assert!(printed.contains("30-day series          median 40 ms, max 40 ms (1 runs)"));
+        assert!(printed.contains("30-day countries       no answer; failed: timed out"));
+    }
+
+    #[test]
+    fn compacts_counts() {
+        assert_eq!(compact(999), "999");
+        assert_eq!(compact(200_000), "200k");
+        assert_eq!(compact(1_500_000), "1.5M");
+        assert_eq!(compact(10_000_000), "10M");
+    }
 
     #[test]
     fn groups_thousands() {

@@ -1,6 +1,7 @@
 //! One whole bench run, step by step: the baseline, shortlink with few and with many links, the
-//! click checks, creation on SQLite (and PostgreSQL when `TEST_POSTGRES_URL` is set), and the
-//! summary. Every server is a child process guarded by [`ServerProcess`].
+//! click checks, the cases beside the redirect, creation on SQLite (and PostgreSQL when
+//! `TEST_POSTGRES_URL` is set), and the summary. Every server is a child process guarded by
+//! [`ServerProcess`].
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -14,6 +15,7 @@ use rand::Rng;
 use rand::distr::Alphanumeric;
 use shortlink_domain::BaseUrl;
 
+use crate::analytics_queries::QuerySettings;
 use crate::clicks::{self, ClickCheck};
 use crate::cpus::CpuPlan;
 use crate::create::{self, CreationFigure, Mode};
@@ -56,6 +58,8 @@ pub struct RunOptions {
     pub postgres_url: Option<String>,
     /// Also drive each shortlink database with HEAD, which is not counted.
     pub diagnose: bool,
+    /// The analytics queries' history; `None` skips the case (minutes per backend).
+    pub queries: Option<QuerySettings>,
     /// The generator's CPUs and the servers'; `None` when they share every CPU.
     pub cpus: Option<CpuPlan>,
 }
@@ -163,6 +167,23 @@ pub async fn run(options: &RunOptions) -> anyhow::Result<Summary> {
         options.postgres_url.as_deref(),
     )
     .await?;
+    let analytics_queries = match options.queries {
+        Some(settings) => {
+            crate::analytics_queries::measure(
+                &bench.bin,
+                &bench.scratch.path(""),
+                BASE_URL,
+                &bench.base,
+                options.postgres_url.as_deref(),
+                settings,
+            )
+            .await?
+        }
+        None => {
+            eprintln!("analytics queries: skipped (--skip-queries or --skip-large)");
+            Vec::new()
+        }
+    };
     let propagation = match &options.postgres_url {
         Some(admin_url) => Some(
             crate::propagation::measure(&bench.bin, &bench.scratch.path(""), BASE_URL, admin_url)
@@ -214,6 +235,7 @@ pub async fn run(options: &RunOptions) -> anyhow::Result<Summary> {
             shared_limits,
             bursts,
             ingestion,
+            analytics_queries,
             propagation,
         },
     )

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use anyhow::{Context, bail};
 use shortlink_domain::{BaseUrl, Destination, LinkId, Timestamp};
-use shortlink_storage::{CreateOutcome, NewLink, PoolOptions, Store};
+use shortlink_storage::{CreateOutcome, NewLink, PoolOptions, RedirectTarget, Store};
 
 use crate::api::{ApiClient, BULK_BATCH};
 use crate::tasks::Tasks;
@@ -158,4 +158,20 @@ pub async fn through_store(
         }
     }
     Ok(codes)
+}
+
+/// What `store` knows of each of `codes` for counting its clicks (the link's counter and
+/// workspace): what the server's click flush writes events with.
+pub async fn redirect_targets(
+    store: &Store,
+    base: &BaseUrl,
+    codes: &[String],
+) -> anyhow::Result<Vec<RedirectTarget>> {
+    let mut targets = Vec::with_capacity(codes.len());
+    for code in codes {
+        let target = (store.resolve(base.domain(), code).await?)
+            .with_context(|| format!("link {code} is missing"))?;
+        targets.push(target);
+    }
+    Ok(targets)
 }
