@@ -714,12 +714,13 @@ fn query_targets(q: &QueriesFigure) -> Vec<Target> {
 fn write_queries(out: &mut String, q: &QueriesFigure) {
     let _ = writeln!(
         out,
-        "analytics queries, {}: {} events over {DAYS} days and {} links, written in {:.1} s ({} events/s)",
+        "analytics queries, {}: {} events over {DAYS} days and {} links, written in {:.1} s ({} events/s), rolled up in {:.1} s",
         q.backend,
         thousands(q.events as f64),
         thousands(q.links as f64),
         q.generation_seconds,
-        thousands(q.generated_per_second)
+        thousands(q.generated_per_second),
+        q.rollup_seconds
     );
     for t in &q.queries {
         let answered = match (t.median_ms, t.max_ms) {
@@ -826,6 +827,7 @@ mod tests {
             links: 100_000,
             generation_seconds: 100.0,
             generated_per_second: 100_000.0,
+            rollup_seconds: 10.0,
             queries: vec![
                 timing(Query::DailySeries30, Some(40.0), None),
                 timing(Query::DailySeries400, Some(150.0), Some("503")),

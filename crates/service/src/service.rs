@@ -453,12 +453,13 @@ const RETENTION_BATCH: i64 = 5_000;
 
 /// Runs the upkeep at once and every [`HOUSEKEEPING_EVERY`] until `stop`: deletes idempotency
 /// keys past their lifetime (the claim ignores them already; this keeps their table small),
-/// makes the coming months' event partitions, deletes events past `retention`, and rolls up the
-/// analytics of the days that ended.
+/// makes the coming months' event partitions, deletes events past `retention`, and (from the
+/// second round on) rolls up the analytics of the days that ended.
 async fn housekeeping(store: Store, retention: Option<Duration>, stop: impl Future<Output = ()>) {
     let upkeep = async {
         let mut every = tokio::time::interval(HOUSEKEEPING_EVERY);
         every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut starting = true;
         loop {
             every.tick().await;
             match store.forget_idempotency_keys().await {
@@ -476,11 +477,17 @@ async fn housekeeping(store: Store, retention: Option<Duration>, stop: impl Futu
                 Ok(n) => tracing::info!(events = n, "deleted click events past retention"),
                 Err(e) => tracing::warn!(error = %e, "could not keep the click events in shape"),
             }
-            match store.roll_up_analytics(now, keep_after).await {
-                Ok(0) => {}
-                Ok(n) => tracing::info!(days = n, "rolled up the analytics of past days"),
-                Err(e) => tracing::warn!(error = %e, "could not roll up the analytics"),
+            // Not in the round at start: a server just started (or upgraded, with a history to
+            // roll up) gives its first minutes to its clients, and queries are exact without
+            // rollups, only slower.
+            if !starting {
+                match store.roll_up_analytics(now, keep_after).await {
+                    Ok(0) => {}
+                    Ok(n) => tracing::info!(days = n, "rolled up the analytics of past days"),
+                    Err(e) => tracing::warn!(error = %e, "could not roll up the analytics"),
+                }
             }
+            starting = false;
         }
     };
     tokio::select! {

@@ -367,10 +367,10 @@ pub struct ExportedEvent {
     pub position: (i64, i64),
     /// When.
     pub timestamp: Timestamp,
-    /// The link's id, if the link still exists.
-    pub link_id: Option<String>,
-    /// Its short code, likewise.
-    pub short_code: Option<String>,
+    /// The link's id (a deleted link's events leave the export with it).
+    pub link_id: String,
+    /// Its short code.
+    pub short_code: String,
     /// The event's fields.
     pub country: Option<String>,
     /// See `country`.

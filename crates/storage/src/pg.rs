@@ -263,6 +263,12 @@ impl DeliveryColumns {
     }
 }
 
+/// Whether the export reads its events joined with their links (PostgreSQL's planner walks the
+/// events' time index and looks each link up) rather than looking each link up in a subquery
+/// (SQLite's planner would read every event of the workspace's links and sort them, for each
+/// page). See `queries/analytics.rs`, `export_events`.
+pub(crate) const EXPORT_JOINS_LINKS: bool = true;
+
 /// One multi-row insert of analytics rollup rows.
 pub(crate) async fn insert_rollup_rows(c: &mut Conn, rows: Vec<RollupRow>) -> QueryResult<usize> {
     diesel::insert_into(crate::schema::click_rollups::table)

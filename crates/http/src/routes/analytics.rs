@@ -433,7 +433,7 @@ async fn export(
             };
             let page = store.export_events(&filter, after, EXPORT_PAGE).await?;
             let next = (page.len() as i64 == EXPORT_PAGE).then(|| page.last().map(|e| e.position));
-            let mut text = String::new();
+            let mut text = Vec::new();
             for event in &page {
                 if csv {
                     csv_row(&mut text, event);
@@ -461,64 +461,72 @@ async fn export(
         })))
 }
 
-/// The cells of one event, in [`EXPORT_COLUMNS`] order.
-fn cells(event: &ExportedEvent) -> [Option<String>; 10] {
+/// The cells of one event, in [`EXPORT_COLUMNS`] order (`timestamp` is its time, formatted).
+fn cells<'a>(event: &'a ExportedEvent, timestamp: &'a str) -> [Option<&'a str>; 10] {
     [
-        Some(event.timestamp.to_string()),
-        event.link_id.clone(),
-        event.short_code.clone(),
-        event.country.clone(),
-        event.city.clone(),
-        Some(event.device.clone()),
-        event.browser.clone(),
-        event.os.clone(),
-        Some(event.referrer.clone()),
-        event.referrer_url.clone(),
+        Some(timestamp),
+        Some(&event.link_id),
+        Some(&event.short_code),
+        event.country.as_deref(),
+        event.city.as_deref(),
+        Some(&event.device),
+        event.browser.as_deref(),
+        event.os.as_deref(),
+        Some(&event.referrer),
+        event.referrer_url.as_deref(),
     ]
 }
 
-fn csv_row(out: &mut String, event: &ExportedEvent) {
-    let cells = cells(event);
-    for (i, cell) in cells.iter().enumerate() {
+fn csv_row(out: &mut Vec<u8>, event: &ExportedEvent) {
+    let timestamp = event.timestamp.to_string();
+    for (i, cell) in cells(event, &timestamp).into_iter().enumerate() {
         if i > 0 {
-            out.push(',');
+            out.push(b',');
         }
-        csv_cell(out, cell.as_deref().unwrap_or_default());
+        csv_cell(out, cell.unwrap_or_default());
     }
-    out.push_str("\r\n");
+    out.extend_from_slice(b"\r\n");
 }
 
 /// One CSV cell (RFC 4180): quoted when it holds a comma, quote or line break. A cell a
 /// spreadsheet would run as a formula (starting `=`, `+`, `-` or `@`) is quoted and prefixed
 /// with `'`, so it is shown as text.
-pub fn csv_cell(out: &mut String, cell: &str) {
+pub fn csv_cell(out: &mut Vec<u8>, cell: &str) {
     let formula = cell.starts_with(['=', '+', '-', '@']);
     let quote = formula || cell.contains([',', '"', '\r', '\n']);
     if !quote {
-        out.push_str(cell);
+        out.extend_from_slice(cell.as_bytes());
         return;
     }
-    out.push('"');
+    out.push(b'"');
     if formula {
-        out.push('\'');
+        out.push(b'\'');
     }
-    out.push_str(&cell.replace('"', "\"\""));
-    out.push('"');
+    out.extend_from_slice(cell.replace('"', "\"\"").as_bytes());
+    out.push(b'"');
 }
 
-fn ndjson_row(out: &mut String, event: &ExportedEvent) {
-    let object: serde_json::Map<String, serde_json::Value> = EXPORT_COLUMNS
+/// One JSON object per line, written straight into the page (no map per event).
+fn ndjson_row(out: &mut Vec<u8>, event: &ExportedEvent) {
+    let timestamp = event.timestamp.to_string();
+    out.push(b'{');
+    for (i, (name, cell)) in EXPORT_COLUMNS
         .iter()
-        .zip(cells(event))
-        .map(|(name, cell)| {
-            (
-                (*name).to_owned(),
-                cell.map_or(serde_json::Value::Null, serde_json::Value::String),
-            )
-        })
-        .collect();
-    out.push_str(&serde_json::Value::Object(object).to_string());
-    out.push('\n');
+        .zip(cells(event, &timestamp))
+        .enumerate()
+    {
+        if i > 0 {
+            out.push(b',');
+        }
+        // The names are plain ASCII; the values are escaped by serde_json.
+        out.push(b'"');
+        out.extend_from_slice(name.as_bytes());
+        out.extend_from_slice(b"\":");
+        if serde_json::to_writer(&mut *out, &cell).is_err() {
+            out.extend_from_slice(b"null");
+        }
+    }
+    out.extend_from_slice(b"}\n");
 }
 
 #[cfg(test)]
@@ -526,9 +534,9 @@ mod tests {
     use super::*;
 
     fn cell(s: &str) -> String {
-        let mut out = String::new();
+        let mut out = Vec::new();
         csv_cell(&mut out, s);
-        out
+        String::from_utf8_lossy(&out).into_owned()
     }
 
     #[test]

@@ -23,7 +23,7 @@ use diesel_async::RunQueryDsl;
 use shortlink_domain::Timestamp;
 
 use super::rollups::{TOTAL, rolled_up_days, rolled_up_values, usable_days};
-use super::{Backend, Conn, insert_event_rows};
+use super::{Backend, Conn, EXPORT_JOINS_LINKS, insert_event_rows};
 use crate::StorageError;
 use crate::model::{ClickBatch, DAY, Dimension, EventFilter, ExportedEvent, Tally};
 use crate::schema::{analytics_secret, click_events as events, links};
@@ -49,6 +49,31 @@ pub(crate) async fn read_analytics_secret(c: &mut Conn) -> Result<String, Storag
 
 /// The condition of the events `filter` selects.
 type Condition<'a> = Box<dyn BoxableExpression<events::table, Backend, SqlType = Bool> + 'a>;
+
+/// Applies `$apply!` (a macro of the caller's, adding a condition to its query) to each of
+/// `$filter`'s equality filters.
+macro_rules! for_each_filter {
+    ($filter:expr, $apply:ident) => {
+        if let Some(v) = &$filter.country {
+            $apply!(events::country.assume_not_null().eq(v));
+        }
+        if let Some(v) = &$filter.city {
+            $apply!(events::city.assume_not_null().eq(v));
+        }
+        if let Some(v) = &$filter.device {
+            $apply!(events::device.eq(v));
+        }
+        if let Some(v) = &$filter.browser {
+            $apply!(events::browser.assume_not_null().eq(v));
+        }
+        if let Some(v) = &$filter.os {
+            $apply!(events::os.assume_not_null().eq(v));
+        }
+        if let Some(v) = &$filter.referrer {
+            $apply!(events::referrer.eq(v));
+        }
+    };
+}
 
 /// The events `filter` selects within `ranges` (`[start, end)` pieces of its range, at least
 /// one).
@@ -80,24 +105,12 @@ fn selected<'a>(filter: &'a EventFilter, ranges: &[(i64, i64)]) -> Condition<'a>
                 .and(during),
         ),
     };
-    if let Some(v) = &filter.country {
-        condition = Box::new(condition.and(events::country.assume_not_null().eq(v)));
+    macro_rules! and {
+        ($e:expr) => {
+            condition = Box::new(condition.and($e))
+        };
     }
-    if let Some(v) = &filter.city {
-        condition = Box::new(condition.and(events::city.assume_not_null().eq(v)));
-    }
-    if let Some(v) = &filter.device {
-        condition = Box::new(condition.and(events::device.eq(v)));
-    }
-    if let Some(v) = &filter.browser {
-        condition = Box::new(condition.and(events::browser.assume_not_null().eq(v)));
-    }
-    if let Some(v) = &filter.os {
-        condition = Box::new(condition.and(events::os.assume_not_null().eq(v)));
-    }
-    if let Some(v) = &filter.referrer {
-        condition = Box::new(condition.and(events::referrer.eq(v)));
-    }
+    for_each_filter!(filter, and);
     condition
 }
 
@@ -402,74 +415,88 @@ pub(crate) async fn analytics_series(
     Ok(tallies(sums.into_rows()))
 }
 
-/// Up to `limit` events `filter` selects after `after` (time, id), in that order.
+/// Up to `limit` events `filter` selects after `after` (time, id), in that order, each with its
+/// link's id and code, read in the same statement: joined with the links on PostgreSQL, looked
+/// up by subqueries on SQLite ([`EXPORT_JOINS_LINKS`]); either way the database walks the
+/// events' time index from where the last page ended and stops after `limit`.
 pub(crate) async fn export_events(
     c: &mut Conn,
     filter: &EventFilter,
     after: Option<(i64, i64)>,
     limit: i64,
 ) -> Result<Vec<ExportedEvent>, StorageError> {
-    let mut condition = selected(filter, &[]);
-    if let Some((time, id)) = after {
-        condition = Box::new(
-            condition.and(
-                events::occurred_at
-                    .gt(time)
-                    .or(events::occurred_at.eq(time).and(events::id.gt(id))),
-            ),
-        );
+    // The page starts at the last one's time: a range the time index seeks to, instead of
+    // reading every earlier event of the export again to skip it.
+    let from = after.map_or(filter.start.unix_millis(), |(time, _)| time);
+    let workspace = filter.workspace_id.to_string();
+    // The conditions and order both forms share.
+    macro_rules! page {
+        ($query:expr) => {{
+            let mut query = $query
+                .filter(events::occurred_at.ge(from))
+                .filter(events::occurred_at.lt(filter.end.unix_millis()))
+                .order((events::occurred_at.asc(), events::id.asc()))
+                .limit(limit)
+                .into_boxed();
+            if let Some(link) = filter.link {
+                query = query.filter(events::link_seq.eq(link.0));
+            }
+            if let Some((time, id)) = after {
+                query = query.filter(
+                    events::occurred_at
+                        .gt(time)
+                        .or(events::occurred_at.eq(time).and(events::id.gt(id))),
+                );
+            }
+            macro_rules! and {
+                ($e:expr) => {
+                    query = query.filter($e)
+                };
+            }
+            for_each_filter!(filter, and);
+            query
+        }};
     }
-    type Row = (
-        i64,
-        i64,
-        i64,
-        Option<String>,
-        Option<String>,
-        String,
-        Option<String>,
-        Option<String>,
-        String,
-        Option<String>,
-    );
-    let rows: Vec<Row> = events::table
-        .filter(condition)
-        .select((
-            events::id,
-            events::occurred_at,
-            events::link_seq,
-            events::country,
-            events::city,
-            events::device,
-            events::browser,
-            events::os,
-            events::referrer,
-            events::referrer_url,
-        ))
-        .order((events::occurred_at.asc(), events::id.asc()))
-        .limit(limit)
+    let rows: Vec<ExportRow> = if EXPORT_JOINS_LINKS {
+        page!(
+            events::table
+                .inner_join(links::table.on(links::seq.eq(events::link_seq)))
+                .filter(links::workspace_id.eq(&workspace))
+                .select((
+                    events::id,
+                    events::occurred_at,
+                    links::id.nullable(),
+                    links::short_code.nullable(),
+                    EVENT_COLUMNS,
+                ))
+        )
         .load(c)
-        .await?;
-    let mut seqs: Vec<i64> = rows.iter().map(|row| row.2).collect();
-    seqs.sort_unstable();
-    seqs.dedup();
-    let known: HashMap<i64, (String, String)> = links::table
-        .filter(links::seq.eq_any(&seqs))
-        .select((links::seq, links::id, links::short_code))
-        .load::<(i64, String, String)>(c)
         .await?
-        .into_iter()
-        .map(|(seq, id, code)| (seq, (id, code)))
-        .collect();
+    } else {
+        let of_link = links::table.filter(links::seq.eq(events::link_seq));
+        page!(
+            events::table
+                .filter((of_link.select(links::workspace_id).single_value()).eq(&workspace),)
+                .select((
+                    events::id,
+                    events::occurred_at,
+                    of_link.select(links::id).single_value(),
+                    of_link.select(links::short_code).single_value(),
+                    EVENT_COLUMNS,
+                ))
+        )
+        .load(c)
+        .await?
+    };
     Ok(rows
         .into_iter()
-        .map(|row| {
-            let (id, time, seq, country, city, device, browser, os, referrer, referrer_url) = row;
-            let link = known.get(&seq);
+        .map(|(id, time, link_id, short_code, fields)| {
+            let (country, city, device, browser, os, referrer, referrer_url) = fields;
             ExportedEvent {
                 position: (time, id),
                 timestamp: Timestamp::from_unix_millis(time),
-                link_id: link.map(|(id, _)| id.clone()),
-                short_code: link.map(|(_, code)| code.clone()),
+                link_id: link_id.unwrap_or_default(),
+                short_code: short_code.unwrap_or_default(),
                 country,
                 city,
                 device,
@@ -481,6 +508,43 @@ pub(crate) async fn export_events(
         })
         .collect())
 }
+
+/// An event's own columns as exported.
+const EVENT_COLUMNS: (
+    events::country,
+    events::city,
+    events::device,
+    events::browser,
+    events::os,
+    events::referrer,
+    events::referrer_url,
+) = (
+    events::country,
+    events::city,
+    events::device,
+    events::browser,
+    events::os,
+    events::referrer,
+    events::referrer_url,
+);
+
+/// One exported event as read: id, time, its link's id and code (`None` only if the link went
+/// meanwhile), and [`EVENT_COLUMNS`].
+type ExportRow = (
+    i64,
+    i64,
+    Option<String>,
+    Option<String>,
+    (
+        Option<String>,
+        Option<String>,
+        String,
+        Option<String>,
+        Option<String>,
+        String,
+        Option<String>,
+    ),
+);
 
 /// Deletes up to `limit` events older than `before` (ms); returns how many.
 pub(crate) async fn delete_events_before(

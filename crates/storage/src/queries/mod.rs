@@ -19,9 +19,9 @@ mod webhooks;
 mod workspaces;
 
 pub(crate) use super::{
-    Conn, Creation, announce, begin_creation, count_clicks, insert_attempts, insert_deliveries,
-    insert_event_rows, insert_new_links, insert_rollup_rows, lock_due, lock_endpoint,
-    lock_for_writing, lock_subscribed,
+    Conn, Creation, EXPORT_JOINS_LINKS, announce, begin_creation, count_clicks, insert_attempts,
+    insert_deliveries, insert_event_rows, insert_new_links, insert_rollup_rows, lock_due,
+    lock_endpoint, lock_for_writing, lock_subscribed,
 };
 
 /// The backend the queries are compiled for.

@@ -280,6 +280,10 @@ pub(crate) async fn insert_deliveries(c: &mut Conn, rows: Vec<DeliveryRow>) -> Q
     .await
 }
 
+/// See the PostgreSQL one: SQLite's planner, given the join, starts from the workspace's links
+/// and sorts all their events for each page.
+pub(crate) const EXPORT_JOINS_LINKS: bool = false;
+
 /// One multi-row insert of analytics rollup rows.
 pub(crate) async fn insert_rollup_rows(c: &mut Conn, rows: Vec<RollupRow>) -> QueryResult<usize> {
     c.spawn_blocking(move |c| {
