@@ -25,7 +25,7 @@ use shortlink_storage::{PoolOptions, Store};
 use crate::api::{ApiClient, Counted};
 use crate::click_history::{self, DAY_MS, DAYS};
 use crate::http::REQUEST_TIMEOUT;
-use crate::postgres::TempDatabase;
+use crate::postgres::{self, TempDatabase};
 use crate::servers::{ServerProcess, free_loopback_addr, sqlite_url, start_shortlink};
 use crate::tasks::Tasks;
 use crate::{procfs, seed};
@@ -191,8 +191,10 @@ pub async fn measure(
 
 /// Runs the store's analytics upkeep on the history before anything is measured, as a server
 /// that had been running over the history's days would have run it every ten minutes: each
-/// past day rolled up. Returns how long rolling up every day at once took (informational).
-pub async fn prepare(store: &Store, now: Timestamp) -> anyhow::Result<Duration> {
+/// past day rolled up; and on PostgreSQL gathers the planner's statistics, as autovacuum would
+/// have ([`postgres::analyze`]). Returns how long rolling up every day at once took
+/// (informational).
+pub async fn prepare(store: &Store, url: &str, now: Timestamp) -> anyhow::Result<Duration> {
     let started = Instant::now();
     let horizon = now.minus(Duration::from_secs(DAYS * 24 * 60 * 60));
     let days = store
@@ -201,6 +203,9 @@ pub async fn prepare(store: &Store, now: Timestamp) -> anyhow::Result<Duration> 
         .context("could not roll up the history")?;
     let took = started.elapsed();
     eprintln!("  {days} days rolled up in {:.1} s", took.as_secs_f64());
+    if url.starts_with("postgres") {
+        postgres::analyze(url).await?;
+    }
     Ok(took)
 }
 
@@ -226,7 +231,7 @@ impl Case<'_> {
             let store = Store::connect(url, PoolOptions::default())?;
             let targets = seed::redirect_targets(&store, self.base, &codes).await?;
             let written = click_history::write(&store, self.base, &targets, events, now).await?;
-            (written, prepare(&store, now).await?)
+            (written, prepare(&store, url, now).await?)
         };
         let generation_seconds = written.as_secs_f64();
         eprintln!(

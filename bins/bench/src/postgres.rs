@@ -54,6 +54,18 @@ impl TempDatabase {
     }
 }
 
+/// Gathers the planner's statistics of the database at `url` (`ANALYZE`): what autovacuum does
+/// for a database in service, on its own after enough writes. This machine's PostgreSQL runs
+/// without autovacuum, so a history written just now has none, and the planner, guessing, reads
+/// a workspace's whole range of events for each page of an export.
+pub async fn analyze(url: &str) -> anyhow::Result<()> {
+    connect(url)
+        .await?
+        .batch_execute("ANALYZE")
+        .await
+        .context("ANALYZE failed")
+}
+
 async fn connect(url: &str) -> anyhow::Result<AsyncPgConnection> {
     AsyncPgConnection::establish(url)
         .await
