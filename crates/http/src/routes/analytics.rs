@@ -12,7 +12,7 @@ use shortlink_analytics::{
     time_zone,
 };
 use shortlink_domain::{LinkRef, Timestamp};
-use shortlink_storage::{Dimension, EventFilter, ExportedEvent, StorageError, Tally};
+use shortlink_storage::{Dimension, EventFilter, ExportedEvent, Tally};
 use utoipa::{IntoParams, ToSchema};
 
 use crate::auth::Authenticated;
@@ -423,24 +423,16 @@ async fn export(
         _ => return Err(ApiError::field("format", "format must be csv or ndjson")),
     };
     let (filter, _) = events(&state, &auth, &selection).await?;
-    // Each page is read while the one before is written out and sent: two pages in memory at
-    // most, whatever the export's size, and the database and the formatting overlap.
     let store = state.store.clone();
-    let fetch = move |after: Option<(i64, i64)>| {
+    // Each page is read when the client has taken the previous one: memory holds one page.
+    let pages = stream::try_unfold(Some(None), move |after| {
         let (store, filter) = (store.clone(), filter.clone());
-        tokio::spawn(async move { store.export_events(&filter, after, EXPORT_PAGE).await })
-    };
-    let pages = stream::try_unfold(Some(fetch(None)), move |next| {
-        let fetch = fetch.clone();
         async move {
-            let Some(next) = next else {
+            let Some(after) = after else {
                 return Ok::<_, ApiError>(None);
             };
-            let page = next.await.map_err(|e| {
-                StorageError::Unavailable(format!("reading an export page failed: {e}"))
-            })??;
-            let following =
-                (page.len() as i64 == EXPORT_PAGE).then(|| fetch(page.last().map(|e| e.position)));
+            let page = store.export_events(&filter, after, EXPORT_PAGE).await?;
+            let next = (page.len() as i64 == EXPORT_PAGE).then(|| page.last().map(|e| e.position));
             let mut text = Vec::new();
             for event in &page {
                 if csv {
@@ -449,7 +441,7 @@ async fn export(
                     ndjson_row(&mut text, event);
                 }
             }
-            Ok(Some((Bytes::from(text), following)))
+            Ok(Some((Bytes::from(text), next)))
         }
     });
     let header_row = csv.then(|| Bytes::from(format!("{}\r\n", EXPORT_COLUMNS.join(","))));
