@@ -10,7 +10,8 @@
 //! - time series: per run of equally long buckets (the caller's buckets follow a time zone: a
 //!   day with a daylight-saving change, or a month, is a run of its own), the rollup rows of the
 //!   days when every bucket is made of whole UTC days, and the rest grouped by bucket number;
-//! - export: pages of events in (time, id) order, 5,000 at a time.
+//! - export: pages of events in (time, id) order, 2,000 at a time, each seeking to where the
+//!   last one ended on the time index.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
