@@ -23,7 +23,7 @@ use diesel::sql_types::Bool;
 use diesel_async::RunQueryDsl;
 use shortlink_domain::Timestamp;
 
-use super::rollups::{TOTAL, rolled_up_days, rolled_up_values, usable_days};
+use super::rollups::{TOTAL, rolled_up_as, rolled_up_days, rolled_up_values, usable_days};
 use super::{Backend, Conn, EXPORT_JOINS_LINKS, insert_event_rows};
 use crate::StorageError;
 use crate::model::{ClickBatch, DAY, Dimension, EventFilter, ExportedEvent, Tally};
@@ -76,8 +76,8 @@ macro_rules! for_each_filter {
     };
 }
 
-/// The events `filter` selects within `ranges` (`[start, end)` pieces of its range, at least
-/// one).
+/// The events `filter` selects within `ranges` (`[start, end)` pieces of its range; none: the
+/// whole range).
 fn selected<'a>(filter: &'a EventFilter, ranges: &[(i64, i64)]) -> Condition<'a> {
     let within = |&(start, end): &(i64, i64)| -> Condition<'a> {
         Box::new(
@@ -122,15 +122,15 @@ fn rollup_scope(filter: &EventFilter) -> Option<(&'static str, Option<&str>)> {
         return None;
     }
     let set: Vec<(&'static str, &str)> = [
-        ("country", &filter.country),
-        ("city", &filter.city),
-        ("device", &filter.device),
-        ("browser", &filter.browser),
-        ("os", &filter.os),
-        ("referrer", &filter.referrer),
+        (Dimension::Country, &filter.country),
+        (Dimension::City, &filter.city),
+        (Dimension::Device, &filter.device),
+        (Dimension::Browser, &filter.browser),
+        (Dimension::Os, &filter.os),
+        (Dimension::Referrer, &filter.referrer),
     ]
     .into_iter()
-    .filter_map(|(dimension, value)| Some((dimension, value.as_deref()?)))
+    .filter_map(|(dimension, value)| Some((rolled_up_as(dimension)?, value.as_deref()?)))
     .collect();
     match set.as_slice() {
         [] => Some((TOTAL, None)),
@@ -209,6 +209,22 @@ impl<K: Ord> Sums<K> {
     }
 }
 
+/// The rollup rows of `scope` (from [`rollup_scope`]) on `days`: `(day, clicks, visitors)`.
+async fn rolled_up(
+    c: &mut Conn,
+    filter: &EventFilter,
+    scope: Option<(&'static str, Option<&str>)>,
+    days: &[i64],
+) -> Result<Vec<(i64, i64, i64)>, StorageError> {
+    match scope {
+        Some((dimension, value)) if !days.is_empty() => {
+            let workspace = filter.workspace_id.to_string();
+            rolled_up_days(c, &workspace, dimension, value, days).await
+        }
+        _ => Ok(Vec::new()),
+    }
+}
+
 /// Clicks and unique visitors of the events `filter` selects.
 pub(crate) async fn analytics_totals(
     c: &mut Conn,
@@ -216,26 +232,20 @@ pub(crate) async fn analytics_totals(
 ) -> Result<Tally, StorageError> {
     let scope = rollup_scope(filter);
     let split = split(c, filter, scope.is_some()).await?;
-    let mut sums = Sums::new();
-    if let Some((dimension, value)) = scope
-        && !split.days.is_empty()
-    {
-        let workspace = filter.workspace_id.to_string();
-        let rows = rolled_up_days(c, &workspace, dimension, value, &split.days).await?;
-        sums.add(
-            rows.into_iter()
-                .map(|(_, clicks, visitors)| ((), clicks, visitors)),
-        );
+    let (mut clicks, mut visitors) = (0, 0);
+    for (_, day_clicks, day_visitors) in rolled_up(c, filter, scope, &split.days).await? {
+        clicks += day_clicks;
+        visitors += day_visitors;
     }
     if !split.rest.is_empty() {
-        let (clicks, visitors): (i64, i64) = events::table
+        let (rest_clicks, rest_visitors): (i64, i64) = events::table
             .filter(selected(filter, &split.rest))
             .select((count_star(), count(events::visitor).aggregate_distinct()))
             .get_result(c)
             .await?;
-        sums.add([((), clicks, visitors)]);
+        clicks += rest_clicks;
+        visitors += rest_visitors;
     }
-    let (clicks, visitors) = sums.0.remove(&()).unwrap_or_default();
     Ok(Tally {
         key: None,
         clicks: tally(clicks),
@@ -284,20 +294,6 @@ async fn events_by(
         Dimension::Referrer => grouped!(c, filter, ranges, events::referrer, limit),
         // Keyed by the link's id: `by_link`.
         Dimension::Link => Vec::new(),
-    })
-}
-
-/// The rollups' name of `dimension`; `None` for `links`, which has no rollup (a workspace may
-/// have as many links as clicks a day).
-fn rolled_up_as(dimension: Dimension) -> Option<&'static str> {
-    Some(match dimension {
-        Dimension::Country => "country",
-        Dimension::City => "city",
-        Dimension::Device => "device",
-        Dimension::Browser => "browser",
-        Dimension::Os => "os",
-        Dimension::Referrer => "referrer",
-        Dimension::Link => return None,
     })
 }
 
@@ -385,16 +381,10 @@ pub(crate) async fn analytics_series(
     let scope = rollup_scope(filter).filter(|_| start.rem_euclid(DAY) == 0 && width % DAY == 0);
     let split = split(c, filter, scope.is_some()).await?;
     let mut sums = Sums::new();
-    if let Some((dimension, value)) = scope
-        && !split.days.is_empty()
-    {
-        let workspace = filter.workspace_id.to_string();
-        let rows = rolled_up_days(c, &workspace, dimension, value, &split.days).await?;
-        sums.add(
-            (rows.into_iter())
-                .map(|(day, clicks, visitors)| ((day * DAY - start) / width, clicks, visitors)),
-        );
-    }
+    sums.add(
+        (rolled_up(c, filter, scope, &split.days).await?.into_iter())
+            .map(|(day, clicks, visitors)| ((day * DAY - start) / width, clicks, visitors)),
+    );
     if !split.rest.is_empty() {
         // Both numbers are the caller's, never text from a request. Events are at or after
         // `start`, so the division truncates as a floor would.

@@ -18,7 +18,7 @@ use shortlink_domain::Timestamp;
 
 use super::{Conn, insert_rollup_rows};
 use crate::StorageError;
-use crate::model::{ClickBatch, DAY};
+use crate::model::{ClickBatch, DAY, Dimension};
 use crate::rows::RollupRow;
 use crate::schema::{
     click_events as events, click_rollup_days as rolled, click_rollup_stale as stale,
@@ -34,6 +34,20 @@ const INSERT_CHUNK: usize = 1000;
 
 /// The dimension name of the rows that count everything.
 pub(crate) const TOTAL: &str = "total";
+
+/// The rollups' name of `dimension`; `None` for `links`, which has no rollup (a workspace may
+/// have as many links as clicks a day, so a per-link rollup would be no smaller than the events).
+pub(crate) fn rolled_up_as(dimension: Dimension) -> Option<&'static str> {
+    Some(match dimension {
+        Dimension::Country => "country",
+        Dimension::City => "city",
+        Dimension::Device => "device",
+        Dimension::Browser => "browser",
+        Dimension::Os => "os",
+        Dimension::Referrer => "referrer",
+        Dimension::Link => return None,
+    })
+}
 
 /// The rolled-up days in `[first, end)` that are not stale, in order: what a query may read
 /// from the rollups.
@@ -97,13 +111,21 @@ pub(crate) async fn rolled_up_values(
         .await?)
 }
 
-/// The events of `day` grouped by workspace and `$column`, as rollup rows of `$dimension`.
-macro_rules! day_by {
-    ($c:expr, $day:expr, $dimension:expr, $column:expr) => {
+/// The events of `$day`, each with its link (a deleted link's are left out, as the queries
+/// leave them out).
+macro_rules! events_of_day {
+    ($day:expr) => {
         events::table
             .inner_join(links::table.on(links::seq.eq(events::link_seq)))
             .filter(events::occurred_at.ge($day * DAY))
             .filter(events::occurred_at.lt(($day + 1) * DAY))
+    };
+}
+
+/// The events of `$day` grouped by workspace and `$column`, as rollup rows of `$dimension`.
+macro_rules! day_by {
+    ($c:expr, $day:expr, $dimension:expr, $column:expr) => {
+        events_of_day!($day)
             .group_by((links::workspace_id, $column))
             .select((
                 links::workspace_id,
@@ -117,7 +139,8 @@ macro_rules! day_by {
             .map(|(workspace_id, value, clicks, visitors)| RollupRow {
                 workspace_id,
                 day: $day,
-                dimension: $dimension,
+                // Never `links`: it has no column here.
+                dimension: rolled_up_as($dimension).unwrap_or(TOTAL),
                 value,
                 clicks,
                 visitors,
@@ -125,13 +148,9 @@ macro_rules! day_by {
     };
 }
 
-/// Every rollup row of `day`, computed from its events (a deleted link's are left out, as the
-/// queries leave them out).
+/// Every rollup row of `day`, computed from its events.
 pub(crate) async fn day_rollup(c: &mut Conn, day: i64) -> Result<Vec<RollupRow>, StorageError> {
-    let mut rows: Vec<RollupRow> = events::table
-        .inner_join(links::table.on(links::seq.eq(events::link_seq)))
-        .filter(events::occurred_at.ge(day * DAY))
-        .filter(events::occurred_at.lt((day + 1) * DAY))
+    let mut rows: Vec<RollupRow> = events_of_day!(day)
         .group_by(links::workspace_id)
         .select((
             links::workspace_id,
@@ -150,12 +169,12 @@ pub(crate) async fn day_rollup(c: &mut Conn, day: i64) -> Result<Vec<RollupRow>,
             visitors,
         })
         .collect();
-    rows.extend(day_by!(c, day, "country", events::country));
-    rows.extend(day_by!(c, day, "city", events::city));
-    rows.extend(day_by!(c, day, "device", events::device));
-    rows.extend(day_by!(c, day, "browser", events::browser));
-    rows.extend(day_by!(c, day, "os", events::os));
-    rows.extend(day_by!(c, day, "referrer", events::referrer));
+    rows.extend(day_by!(c, day, Dimension::Country, events::country));
+    rows.extend(day_by!(c, day, Dimension::City, events::city));
+    rows.extend(day_by!(c, day, Dimension::Device, events::device));
+    rows.extend(day_by!(c, day, Dimension::Browser, events::browser));
+    rows.extend(day_by!(c, day, Dimension::Os, events::os));
+    rows.extend(day_by!(c, day, Dimension::Referrer, events::referrer));
     Ok(rows)
 }
 
