@@ -62,9 +62,19 @@ fn unix_millis(dt: OffsetDateTime) -> i64 {
 
 impl fmt::Display for Timestamp {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        // Formatting a UTC date between years 0 and 9999 with this description cannot fail.
-        let s = self.0.format(FORMAT).map_err(|_| fmt::Error)?;
-        f.write_str(&s)
+        let (year, month, day) = self.0.to_calendar_date();
+        if !(0..=9999).contains(&year) {
+            // Only a corrupt row is this far out; the description signs and widens the year.
+            return f.write_str(&self.0.format(FORMAT).map_err(|_| fmt::Error)?);
+        }
+        // Written field by field rather than through the description, which builds a `String`
+        // first and was an eighth of an export's CPU.
+        let (hour, minute, second, milli) = self.0.to_hms_milli();
+        let month = u8::from(month);
+        write!(
+            f,
+            "{year:04}-{month:02}-{day:02}T{hour:02}:{minute:02}:{second:02}.{milli:03}Z"
+        )
     }
 }
 
@@ -107,5 +117,22 @@ mod tests {
             "1970-01-01T00:00:00.000Z"
         );
         assert_eq!(t.unix_millis(), 1_795_647_752_123);
+    }
+
+    #[test]
+    fn writes_what_the_format_description_writes() {
+        // From year 0 to 9999 in uneven steps, and the ends outside, where the description
+        // is used itself.
+        let (first, last) = (-62_167_219_200_000_i64, 253_402_300_799_999_i64);
+        let mut ms = first - 86_400_000;
+        while ms <= last + 86_400_000 {
+            let t = Timestamp::from_unix_millis(ms);
+            assert_eq!(t.to_string(), t.0.format(FORMAT).unwrap(), "{ms}");
+            ms += 7_777_777_777;
+        }
+        for ms in [first, last, -1, 0, 999, 1_000] {
+            let t = Timestamp::from_unix_millis(ms);
+            assert_eq!(t.to_string(), t.0.format(FORMAT).unwrap(), "{ms}");
+        }
     }
 }

@@ -269,6 +269,18 @@ impl DeliveryColumns {
 /// page). See `queries/analytics.rs`, `export_events`.
 pub(crate) const EXPORT_JOINS_LINKS: bool = true;
 
+/// Loads a query's rows (see the SQLite one, which has a reason to differ).
+pub(crate) fn load_rows<'a, Q, U>(
+    c: &'a mut Conn,
+    query: Q,
+) -> impl Future<Output = QueryResult<Vec<U>>> + Send + 'a
+where
+    Q: diesel_async::methods::LoadQuery<'a, Conn, U> + Send + 'a,
+    U: Send + 'a,
+{
+    query.load(c)
+}
+
 /// One multi-row insert of analytics rollup rows.
 pub(crate) async fn insert_rollup_rows(c: &mut Conn, rows: Vec<RollupRow>) -> QueryResult<usize> {
     diesel::insert_into(crate::schema::click_rollups::table)

@@ -24,7 +24,7 @@ use diesel_async::RunQueryDsl;
 use shortlink_domain::Timestamp;
 
 use super::rollups::{TOTAL, rolled_up_as, rolled_up_days, rolled_up_values, usable_days};
-use super::{Backend, Conn, EXPORT_JOINS_LINKS, insert_event_rows};
+use super::{Backend, Conn, EXPORT_JOINS_LINKS, insert_event_rows, load_rows};
 use crate::StorageError;
 use crate::model::{ClickBatch, DAY, Dimension, EventFilter, ExportedEvent, Tally};
 use crate::schema::{analytics_secret, click_events as events, links};
@@ -56,22 +56,22 @@ type Condition<'a> = Box<dyn BoxableExpression<events::table, Backend, SqlType =
 macro_rules! for_each_filter {
     ($filter:expr, $apply:ident) => {
         if let Some(v) = &$filter.country {
-            $apply!(events::country.assume_not_null().eq(v));
+            $apply!(events::country.assume_not_null().eq(v.clone()));
         }
         if let Some(v) = &$filter.city {
-            $apply!(events::city.assume_not_null().eq(v));
+            $apply!(events::city.assume_not_null().eq(v.clone()));
         }
         if let Some(v) = &$filter.device {
-            $apply!(events::device.eq(v));
+            $apply!(events::device.eq(v.clone()));
         }
         if let Some(v) = &$filter.browser {
-            $apply!(events::browser.assume_not_null().eq(v));
+            $apply!(events::browser.assume_not_null().eq(v.clone()));
         }
         if let Some(v) = &$filter.os {
-            $apply!(events::os.assume_not_null().eq(v));
+            $apply!(events::os.assume_not_null().eq(v.clone()));
         }
         if let Some(v) = &$filter.referrer {
-            $apply!(events::referrer.eq(v));
+            $apply!(events::referrer.eq(v.clone()));
         }
     };
 }
@@ -449,10 +449,10 @@ pub(crate) async fn export_events(
         }};
     }
     let rows: Vec<ExportRow> = if EXPORT_JOINS_LINKS {
-        page!(
+        let page = page!(
             events::table
                 .inner_join(links::table.on(links::seq.eq(events::link_seq)))
-                .filter(links::workspace_id.eq(&workspace))
+                .filter(links::workspace_id.eq(workspace))
                 .select((
                     events::id,
                     events::occurred_at,
@@ -460,14 +460,13 @@ pub(crate) async fn export_events(
                     links::short_code.nullable(),
                     EVENT_COLUMNS,
                 ))
-        )
-        .load(c)
-        .await?
+        );
+        load_rows(c, page).await?
     } else {
         let of_link = links::table.filter(links::seq.eq(events::link_seq));
-        page!(
+        let page = page!(
             events::table
-                .filter((of_link.select(links::workspace_id).single_value()).eq(&workspace),)
+                .filter((of_link.select(links::workspace_id).single_value()).eq(workspace))
                 .select((
                     events::id,
                     events::occurred_at,
@@ -475,9 +474,8 @@ pub(crate) async fn export_events(
                     of_link.select(links::short_code).single_value(),
                     EVENT_COLUMNS,
                 ))
-        )
-        .load(c)
-        .await?
+        );
+        load_rows(c, page).await?
     };
     Ok(rows
         .into_iter()

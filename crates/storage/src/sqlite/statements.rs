@@ -284,6 +284,18 @@ pub(crate) async fn insert_deliveries(c: &mut Conn, rows: Vec<DeliveryRow>) -> Q
 /// and sorts all their events for each page.
 pub(crate) const EXPORT_JOINS_LINKS: bool = false;
 
+/// Loads a query's rows on the synchronous connection, which reads each row straight into its
+/// values: diesel-async's wrapper first copies every value of every row (`sqlite3_value_dup`),
+/// which was a sixth of an export's CPU.
+pub(crate) async fn load_rows<Q, U>(c: &mut Conn, query: Q) -> QueryResult<Vec<U>>
+where
+    Q: diesel::query_dsl::LoadQuery<'static, diesel::SqliteConnection, U> + Send + 'static,
+    U: Send + 'static,
+{
+    c.spawn_blocking(move |c| diesel::RunQueryDsl::load(query, c))
+        .await
+}
+
 /// One multi-row insert of analytics rollup rows.
 pub(crate) async fn insert_rollup_rows(c: &mut Conn, rows: Vec<RollupRow>) -> QueryResult<usize> {
     c.spawn_blocking(move |c| {
