@@ -52,7 +52,8 @@ pub(crate) async fn read_analytics_secret(c: &mut Conn) -> Result<String, Storag
 type Condition<'a> = Box<dyn BoxableExpression<events::table, Backend, SqlType = Bool> + 'a>;
 
 /// Applies `$apply!` (a macro of the caller's, adding a condition to its query) to each of
-/// `$filter`'s equality filters.
+/// `$filter`'s equality filters. The values are copied: a query that owns them can be sent to
+/// SQLite's connection thread (the export's pages, `load_rows`).
 macro_rules! for_each_filter {
     ($filter:expr, $apply:ident) => {
         if let Some(v) = &$filter.country {
