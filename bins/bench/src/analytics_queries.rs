@@ -191,8 +191,8 @@ pub async fn measure(
 
 /// Runs the store's analytics upkeep on the history before anything is measured, as a server
 /// that had been running over the history's days would have run it every ten minutes: each
-/// past day rolled up; and on PostgreSQL gathers the planner's statistics, as autovacuum would
-/// have ([`postgres::analyze`]). Returns how long rolling up every day at once took
+/// past day rolled up; and on PostgreSQL vacuums it and gathers the planner's statistics, as
+/// autovacuum would have ([`postgres::vacuum_analyze`]). Returns how long rolling up every day at once took
 /// (informational).
 pub async fn prepare(store: &Store, url: &str, now: Timestamp) -> anyhow::Result<Duration> {
     let started = Instant::now();
@@ -204,7 +204,7 @@ pub async fn prepare(store: &Store, url: &str, now: Timestamp) -> anyhow::Result
     let took = started.elapsed();
     eprintln!("  {days} days rolled up in {:.1} s", took.as_secs_f64());
     if url.starts_with("postgres") {
-        postgres::analyze(url).await?;
+        postgres::vacuum_analyze(url).await?;
     }
     Ok(took)
 }
