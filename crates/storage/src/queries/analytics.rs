@@ -518,8 +518,10 @@ const EVENT_COLUMNS: (
     events::referrer_url,
 );
 
-/// One exported event as read: id, time, its link's id and code (`None` only if the link went
-/// meanwhile), and [`EVENT_COLUMNS`].
+/// One exported event as read: id, time, its link's id and code, and [`EVENT_COLUMNS`]. The id
+/// and code are `Option` because SQLite's subqueries are nullable (the join's columns are made
+/// so to match); never `None` in fact: the workspace condition leaves out an event whose link
+/// is gone.
 type ExportRow = (
     i64,
     i64,
