@@ -182,18 +182,14 @@ pub(crate) async fn count_clicks(
     Ok(add_clicks(c, counts).await?)
 }
 
-/// Every click of `batch` as an event, `chunk` rows per insert.
+/// Every click of `batch` as an event ([`queries::InsertEvents`]).
 pub(crate) async fn insert_event_rows(
     c: &mut Conn,
     batch: std::sync::Arc<crate::model::ClickBatch>,
-    chunk: usize,
 ) -> QueryResult<()> {
     let rows: Vec<_> = crate::rows::event_rows(&batch).collect();
-    for rows in rows.chunks(chunk) {
-        diesel::insert_into(crate::schema::click_events::table)
-            .values(rows)
-            .execute(c)
-            .await?;
+    for run in crate::rows::fixed_size_runs(&rows, &queries::InsertEvents::SIZES) {
+        queries::InsertEvents(run).execute(c).await?;
     }
     Ok(())
 }

@@ -165,9 +165,7 @@ impl RedirectRow {
     }
 }
 
-/// A click event as inserted, borrowed from its batch (`queries/analytics.rs`).
-#[derive(Insertable)]
-#[diesel(table_name = crate::schema::click_events, treat_none_as_default_value = false)]
+/// A click event as inserted (`queries/event_inserts.rs`), borrowed from its batch.
 pub(crate) struct EventRow<'a> {
     pub link_seq: i64,
     pub occurred_at: i64,
@@ -199,6 +197,24 @@ pub(crate) fn event_rows(batch: &crate::model::ClickBatch) -> impl Iterator<Item
                 visitor: event.visitor,
             }
         })
+    })
+}
+
+/// `rows` split greedily into runs of `sizes` (largest first): the runs of a multi-row insert
+/// whose SQL depends only on its number of rows, so that diesel prepares a statement for each
+/// size once per connection and keeps it. A size of 1 is used when none of `sizes` fits.
+pub(crate) fn fixed_size_runs<'a, T>(
+    mut rows: &'a [T],
+    sizes: &'static [usize],
+) -> impl Iterator<Item = &'a [T]> {
+    std::iter::from_fn(move || {
+        if rows.is_empty() {
+            return None;
+        }
+        let size = sizes.iter().copied().find(|&size| size <= rows.len());
+        let (run, rest) = rows.split_at(size.unwrap_or(1));
+        rows = rest;
+        Some(run)
     })
 }
 
@@ -352,5 +368,22 @@ impl DeliveryRow {
             created_at: ts(self.created_at),
             updated_at: ts(self.updated_at),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fixed_size_runs;
+
+    #[test]
+    fn runs_cover_every_row_in_order_with_the_largest_sizes_that_fit() {
+        let rows: Vec<u32> = (0..301).collect();
+        let runs: Vec<&[u32]> = fixed_size_runs(&rows, &[128, 16, 4, 1]).collect();
+        let sizes: Vec<usize> = runs.iter().map(|r| r.len()).collect();
+        assert_eq!(sizes, [128, 128, 16, 16, 4, 4, 4, 1]);
+        assert_eq!(runs.concat(), rows);
+
+        assert_eq!(fixed_size_runs(&rows[..3], &[4]).count(), 3);
+        assert_eq!(fixed_size_runs(&rows[..0], &[128, 1]).count(), 0);
     }
 }

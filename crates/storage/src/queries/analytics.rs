@@ -29,15 +29,12 @@ use crate::StorageError;
 use crate::model::{ClickBatch, DAY, Dimension, EventFilter, ExportedEvent, Tally};
 use crate::schema::{analytics_secret, click_events as events, links};
 
-/// Rows per insert statement (12 parameters each: well under SQLite's 32,766).
-const INSERT_CHUNK: usize = 1000;
-
 /// Writes every click of `batch` as an event; part of the flush's transaction.
 pub(crate) async fn insert_click_events(
     c: &mut Conn,
     batch: &Arc<ClickBatch>,
 ) -> Result<(), StorageError> {
-    Ok(insert_event_rows(c, batch.clone(), INSERT_CHUNK).await?)
+    Ok(insert_event_rows(c, batch.clone()).await?)
 }
 
 /// The secret daily visitor keys derive from (written by the migration).

@@ -11,6 +11,7 @@
 mod analytics;
 mod clicks;
 mod deliveries;
+mod event_inserts;
 mod idempotency;
 mod links;
 mod outbox;
@@ -29,6 +30,7 @@ pub(crate) type Backend = <Conn as diesel_async::AsyncConnectionCore>::Backend;
 pub(crate) use analytics::*;
 pub(crate) use clicks::*;
 pub(crate) use deliveries::*;
+pub(crate) use event_inserts::InsertEvents;
 pub(crate) use idempotency::*;
 pub(crate) use links::*;
 pub(crate) use outbox::subscribed;

@@ -14,7 +14,7 @@ use std::collections::{HashMap, HashSet};
 use super::recent_codes::{RecentCodes, read_file};
 use super::writer::Held;
 use super::{Conn, queries};
-use crate::rows::{AttemptRow, DeliveryRow, NewLinkRow, RollupRow};
+use crate::rows::{AttemptRow, DeliveryRow, NewLinkRow, RollupRow, fixed_size_runs};
 use crate::schema::webhook_deliveries as d;
 
 /// Selects an endpoint's due deliveries. This runs in a write transaction on SQLite's single
@@ -169,18 +169,11 @@ fn insert_links(
     rows: &[NewLinkRow],
 ) -> QueryResult<Vec<(String, i64)>> {
     let mut inserted = Vec::with_capacity(rows.len());
-    let mut rest = rows;
-    while !rest.is_empty() {
-        let size = InsertLinks::SIZES
-            .into_iter()
-            .find(|&size| size <= rest.len())
-            .unwrap_or(1);
-        let (chunk, tail) = rest.split_at(size);
+    for run in fixed_size_runs(rows, &InsertLinks::SIZES) {
         inserted.extend(diesel::RunQueryDsl::load::<(String, i64)>(
-            InsertLinks(chunk),
+            InsertLinks(run),
             c,
         )?);
-        rest = tail;
     }
     Ok(inserted)
 }
@@ -192,7 +185,8 @@ fn insert_links(
 struct InsertLinks<'a>(&'a [NewLinkRow]);
 
 impl InsertLinks<'_> {
-    /// Rows per statement, largest first; a batch is split greedily into these.
+    /// Rows per statement, largest first; a batch is split greedily into these
+    /// ([`fixed_size_runs`]).
     const SIZES: [usize; 4] = [64, 16, 4, 1];
 }
 
@@ -252,20 +246,16 @@ impl diesel::query_builder::QueryFragment<diesel::sqlite::Sqlite> for InsertLink
 
 impl diesel::query_dsl::RunQueryDsl<diesel::SqliteConnection> for InsertLinks<'_> {}
 
-/// Every click of `batch` as an event, `chunk` rows per insert, on the connection's thread
+/// Every click of `batch` as an event ([`queries::InsertEvents`]), on the connection's thread
 /// (the rows borrow from the batch: no copy of a click's text).
 pub(crate) async fn insert_event_rows(
     c: &mut Conn,
     batch: std::sync::Arc<crate::model::ClickBatch>,
-    chunk: usize,
 ) -> QueryResult<()> {
     c.spawn_blocking(move |c| {
         let rows: Vec<_> = crate::rows::event_rows(&batch).collect();
-        for rows in rows.chunks(chunk) {
-            diesel::RunQueryDsl::execute(
-                diesel::insert_into(crate::schema::click_events::table).values(rows),
-                c,
-            )?;
+        for run in fixed_size_runs(&rows, &queries::InsertEvents::SIZES) {
+            diesel::RunQueryDsl::execute(queries::InsertEvents(run), c)?;
         }
         Ok(())
     })
