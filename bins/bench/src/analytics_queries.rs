@@ -192,8 +192,8 @@ pub async fn measure(
 /// Runs the store's analytics upkeep on the history before anything is measured, as a server
 /// that had been running over the history's days would have run it every ten minutes: each
 /// past day rolled up; and on PostgreSQL vacuums it and gathers the planner's statistics, as
-/// autovacuum would have ([`postgres::vacuum_analyze`]). Returns how long rolling up every day at once took
-/// (informational).
+/// autovacuum would have ([`postgres::vacuum_analyze`]). Returns how long rolling up every day
+/// at once took (informational).
 pub async fn prepare(store: &Store, url: &str, now: Timestamp) -> anyhow::Result<Duration> {
     let started = Instant::now();
     let horizon = now.minus(Duration::from_secs(DAYS * 24 * 60 * 60));
