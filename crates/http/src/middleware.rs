@@ -47,9 +47,14 @@ fn request_id(req: &ServiceRequest) -> HeaderValue {
 }
 
 /// Request id, access log line, metrics (when the app data holds [`Metrics`]), rate-limit
-/// headers. The request's span carries the id, method and path onto every line logged while it
-/// runs; the access line adds the route label, the status and the latency. Headers are never
-/// logged (the `Authorization` header is a secret).
+/// headers. The request's span carries the id onto every line logged while it runs; the access
+/// line says the method, the path, the route label, the status and the latency. Headers are
+/// never logged (the `Authorization` header is a secret).
+///
+/// The span holds the id alone because the text formatter writes a span's fields out when the
+/// span is made, whether or not a line is logged in it: with the method and path as well, that
+/// was 4.5 % of the server's CPU on a redirect (which logs nothing by default). The access line's
+/// fields are written only when it is logged.
 pub async fn request_context(
     req: ServiceRequest,
     next: Next<impl MessageBody + 'static>,
@@ -60,12 +65,7 @@ pub async fn request_context(
         || req
             .app_data::<AccessLog>()
             .is_some_and(|a| a.redirects_at_info);
-    let span = tracing::info_span!(
-        "request",
-        id = id.to_str().unwrap_or("-"),
-        method = %req.method(),
-        path = req.path(),
-    );
+    let span = tracing::info_span!("request", id = id.to_str().unwrap_or("-"));
     let started = Instant::now();
     let mut res = match head_limits::refusal(&req) {
         Some(refused) => {
@@ -103,11 +103,12 @@ pub async fn request_context(
     }
     let status = res.status().as_u16();
     let micros = elapsed.as_micros() as u64;
+    let (method, path) = (res.request().method(), res.request().path());
     span.in_scope(|| {
         if at_info {
-            tracing::info!(route, status, micros, "request handled");
+            tracing::info!(%method, path, route, status, micros, "request handled");
         } else {
-            tracing::debug!(route, status, micros, "request handled");
+            tracing::debug!(%method, path, route, status, micros, "request handled");
         }
     });
     Ok(res)

@@ -156,9 +156,10 @@ async fn an_api_request_gets_an_access_line_with_its_request_id_and_a_redirect_n
 
     let (line, before) = line_with(&lines, "api-listing-1").await;
     for part in [
+        "request{id=\"api-listing-1\"}",
         "request handled",
-        "GET",
-        "/api/v1/links",
+        "method=GET",
+        "path=\"/api/v1/links\"",
         "route=\"/api/v1/links\"",
         "status=200",
         "micros=",
@@ -215,9 +216,9 @@ async fn json_format_writes_one_parseable_object_per_line_and_log_redirects_logs
     assert_eq!(access["fields"]["message"], "request handled", "{access}");
     assert_eq!(access["fields"]["status"], 302, "{access}");
     assert_eq!(access["span"]["id"], "redirect-json-1", "{access}");
-    assert_eq!(access["span"]["method"], "GET", "{access}");
+    assert_eq!(access["fields"]["method"], "GET", "{access}");
     assert_eq!(
-        access["span"]["path"],
+        access["fields"]["path"],
         format!("/{}", server.link_code),
         "{access}"
     );
