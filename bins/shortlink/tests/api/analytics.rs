@@ -15,6 +15,7 @@ crate::helpers::on_both_backends_behind_a_proxy!(
     days_follow_the_time_zone_across_a_daylight_saving_change,
     bad_queries_are_refused_naming_the_parameter,
     the_export_streams_every_event_escaped,
+    a_long_referrer_is_kept_to_2048_characters,
     clicks_and_events_agree_after_a_concurrent_load_and_a_stop,
 );
 
@@ -423,6 +424,33 @@ async fn the_export_streams_every_event_escaped(app: TestApp) {
         rows[1]["referrerUrl"],
         "=HYPERLINK(\"http://evil.example\")"
     );
+}
+
+async fn a_long_referrer_is_kept_to_2048_characters(app: TestApp) {
+    app.create_link(&json!({ "destination": "https://example.com/a", "customSlug": "a" }))
+        .await;
+    let long = |len: usize| format!("https://news.example/{}", "p".repeat(len - 21));
+    for len in [1_500, 2_048, 2_500] {
+        visit(&app, "a", "81.2.69.142", CHROME_WINDOWS, Some(&long(len))).await;
+    }
+    wait_for_events(&app, "", 3).await;
+
+    let export = app.get("/analytics/export?format=ndjson").await;
+    assert_eq!(export.status(), 200);
+    let kept: Vec<String> = export
+        .text()
+        .await
+        .expect("the body is text")
+        .lines()
+        .map(|line| {
+            let row: Value = serde_json::from_str(line).expect("a JSON line");
+            row["referrerUrl"]
+                .as_str()
+                .expect("a referrer URL")
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(kept, [long(1_500), long(2_048), long(2_048)]);
 }
 
 async fn clicks_and_events_agree_after_a_concurrent_load_and_a_stop(mut app: TestApp) {

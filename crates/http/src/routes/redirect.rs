@@ -116,8 +116,9 @@ pub(super) fn is_bot(req: &HttpRequest) -> bool {
     verdict
 }
 
-/// Longest header text a click keeps: these end up in events and webhook payloads.
-const MAX_HEADER_TEXT: usize = 1024;
+/// Longest header text a click keeps: the whole `Referer` an event keeps (the contract's 2,048
+/// characters), and the `User-Agent` sent to webhooks is held to the same.
+const MAX_HEADER_TEXT: usize = shortlink_analytics::MAX_REFERRER_URL;
 
 /// A header's text, at most [`MAX_HEADER_TEXT`] bytes. `to_str` accepts visible ASCII only, so
 /// any byte is a character boundary, and the text is copied at once (collecting it character by
