@@ -742,16 +742,20 @@ impl Store {
     }
 
     /// Clicks and unique visitors of the events `filter` selects in buckets of `width` ms from
-    /// `filter.start`, keyed by bucket number (0 for the first); buckets without events are
-    /// left out.
+    /// `origin` (at or before `filter.start`: a first bucket may begin before the range, and
+    /// counts only the range's part of it), keyed by bucket number (0 for the first); buckets
+    /// without events are left out.
     pub async fn analytics_series(
         &self,
         filter: &EventFilter,
+        origin: i64,
         width: i64,
     ) -> Result<Vec<Tally<i64>>, StorageError> {
         let filter = filter.clone();
-        self.detached(|s| async move { dispatch!(s, read, analytics_series(&filter, width)) })
-            .await
+        self.detached(
+            |s| async move { dispatch!(s, read, analytics_series(&filter, origin, width)) },
+        )
+        .await
     }
 
     /// Up to `limit` events `filter` selects after `after` (an [`ExportedEvent::position`]), in

@@ -13,6 +13,7 @@ crate::helpers::on_both_backends_behind_a_proxy!(
     breakdowns_count_a_planned_set_of_clicks,
     filters_combine_and_links_are_isolated,
     days_follow_the_time_zone_across_a_daylight_saving_change,
+    a_series_counts_only_the_range_in_its_first_bucket,
     bad_queries_are_refused_naming_the_parameter,
     the_export_streams_every_event_escaped,
     a_long_referrer_is_kept_to_2048_characters,
@@ -331,6 +332,52 @@ async fn days_follow_the_time_zone_across_a_daylight_saving_change(app: TestApp)
         months,
         json!([{ "start": "2026-03-01T00:00:00+00:00", "clicks": 3, "uniqueVisitors": 3 }])
     );
+}
+
+async fn a_series_counts_only_the_range_in_its_first_bucket(app: TestApp) {
+    app.create_link(&json!({ "destination": "https://example.com/w", "customSlug": "w" }))
+        .await;
+    events_at(
+        &app,
+        "w",
+        &[
+            "2026-11-23T10:00:00Z", // the week's Monday, before the range
+            "2026-11-25T09:00:00Z", // the range's first day, before its start
+            "2026-11-25T13:00:00Z",
+            "2026-11-26T10:00:00Z",
+            "2026-11-27T00:00:00Z", // the range's end, which is exclusive
+        ],
+    )
+    .await;
+    let range = "start=2026-11-25T12:00:00Z&end=2026-11-27";
+    let bucket = |start: &str, clicks: u64| json!({ "start": start, "clicks": clicks, "uniqueVisitors": clicks });
+    // One link's events, and the workspace's (which rollups may answer).
+    for scope in ["linkId=w&", ""] {
+        let series = |interval: &str| {
+            let query = format!("groupBy=timeseries&interval={interval}&{scope}{range}");
+            let app = &app;
+            async move { analytics(app, &query).await }
+        };
+        assert_eq!(
+            series("week").await,
+            json!([bucket("2026-11-23T00:00:00+00:00", 2)]),
+            "{scope}"
+        );
+        assert_eq!(
+            series("day").await,
+            json!([
+                bucket("2026-11-25T00:00:00+00:00", 1),
+                bucket("2026-11-26T00:00:00+00:00", 1)
+            ]),
+            "{scope}"
+        );
+        let count = analytics(&app, &format!("groupBy=count&{scope}{range}")).await;
+        assert_eq!(
+            count,
+            json!({ "clicks": 2, "uniqueVisitors": 2 }),
+            "{scope}"
+        );
+    }
 }
 
 async fn bad_queries_are_refused_naming_the_parameter(app: TestApp) {

@@ -385,12 +385,15 @@ async fn series(
         let run = (first..starts.len())
             .take_while(|&i| ends[i] - starts[i].1 == width)
             .count();
+        let origin = starts[first].1;
         let within = EventFilter {
-            start: Timestamp::from_unix_millis(starts[first].1),
+            // The first bucket begins at or before the range (a week's Monday, a day's
+            // midnight), and counts only the range's part of it.
+            start: Timestamp::from_unix_millis(origin.max(filter.start.unix_millis())),
             end: Timestamp::from_unix_millis(ends[first + run - 1]),
             ..filter.clone()
         };
-        for tally in state.store.analytics_series(&within, width).await? {
+        for tally in state.store.analytics_series(&within, origin, width).await? {
             let Some(bucket) = usize::try_from(tally.key)
                 .ok()
                 .filter(|&i| i < run)

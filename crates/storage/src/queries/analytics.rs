@@ -366,28 +366,30 @@ async fn by_link(
 }
 
 /// Clicks and unique visitors of the events `filter` selects, in buckets of `width` ms from
-/// `filter.start`: `(bucket number, clicks, visitors)` for each bucket with events. The database
-/// counts; nothing per event comes back (a range of millions of events loaded as pairs grew the
-/// server by gigabytes).
+/// `origin` (at or before `filter.start`): `(bucket number, clicks, visitors)` for each bucket
+/// with events. The database counts; nothing per event comes back (a range of millions of events
+/// loaded as pairs grew the server by gigabytes).
 pub(crate) async fn analytics_series(
     c: &mut Conn,
     filter: &EventFilter,
+    origin: i64,
     width: i64,
 ) -> Result<Vec<Tally<i64>>, StorageError> {
-    let (start, width) = (filter.start.unix_millis(), width.max(1));
-    // Rollups answer when every bucket is made of whole UTC days.
-    let scope = rollup_scope(filter).filter(|_| start.rem_euclid(DAY) == 0 && width % DAY == 0);
+    let width = width.max(1);
+    // Rollups answer when every bucket is made of whole UTC days (a day the range cuts is read
+    // from the events, `split`).
+    let scope = rollup_scope(filter).filter(|_| origin.rem_euclid(DAY) == 0 && width % DAY == 0);
     let split = split(c, filter, scope.is_some()).await?;
     let mut sums = Sums::new();
     sums.add(
         (rolled_up(c, filter, scope, &split.days).await?.into_iter())
-            .map(|(day, clicks, visitors)| ((day * DAY - start) / width, clicks, visitors)),
+            .map(|(day, clicks, visitors)| ((day * DAY - origin) / width, clicks, visitors)),
     );
     if !split.rest.is_empty() {
         // Both numbers are the caller's, never text from a request. Events are at or after
-        // `start`, so the division truncates as a floor would.
+        // `origin`, so the division truncates as a floor would.
         let bucket = diesel::dsl::sql::<diesel::sql_types::BigInt>(&format!(
-            "(occurred_at - {start}) / {width}"
+            "(occurred_at - {origin}) / {width}"
         ));
         let rows: Vec<(i64, i64, i64)> = events::table
             .filter(selected(filter, &split.rest))

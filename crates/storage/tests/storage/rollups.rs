@@ -72,7 +72,8 @@ async fn breakdown(
 
 /// `(bucket, clicks, visitors)` of a series, in bucket order.
 async fn series(store: &Store, filter: &EventFilter, width: i64) -> Vec<(i64, u64, u64)> {
-    let mut buckets: Vec<_> = (store.analytics_series(filter, width).await.unwrap())
+    let origin = filter.start.unix_millis();
+    let mut buckets: Vec<_> = (store.analytics_series(filter, origin, width).await.unwrap())
         .into_iter()
         .map(|t| (t.key, t.clicks, t.visitors))
         .collect();
