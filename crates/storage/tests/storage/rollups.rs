@@ -70,9 +70,20 @@ async fn breakdown(
     .collect()
 }
 
-/// `(bucket, clicks, visitors)` of a series, in bucket order.
+/// `(bucket, clicks, visitors)` of a series, in bucket order, its buckets counted from the
+/// range's start.
 async fn series(store: &Store, filter: &EventFilter, width: i64) -> Vec<(i64, u64, u64)> {
-    let origin = filter.start.unix_millis();
+    series_from(store, filter, filter.start.unix_millis(), width).await
+}
+
+/// Likewise, the buckets counted from `origin` (before the range's start: a first bucket the
+/// range cuts).
+async fn series_from(
+    store: &Store,
+    filter: &EventFilter,
+    origin: i64,
+    width: i64,
+) -> Vec<(i64, u64, u64)> {
     let mut buckets: Vec<_> = (store.analytics_series(filter, origin, width).await.unwrap())
         .into_iter()
         .map(|t| (t.key, t.clicks, t.visitors))
@@ -189,6 +200,7 @@ async fn on(db: &TestDatabase) {
             breakdown(store, &range, Dimension::Link).await,
             series(store, &range, DAY).await,
             series(store, &first_day, 6 * HOUR).await,
+            series_from(store, &edges, today - 4 * DAY, DAY).await,
         )
     };
     let (a_id, b_id) = (Some(a.id.to_string()), Some(b.id.to_string()));
@@ -210,6 +222,8 @@ async fn on(db: &TestDatabase) {
             (5, 1, 1),
         ],
         vec![(1, 1, 1), (2, 1, 1), (3, 1, 1)],
+        // The noon-to-noon range by days: the edge days count their part only.
+        vec![(0, 2, 2), (1, 3, 2), (2, 3, 2), (3, 1, 1)],
     );
     assert_eq!(answers(&store).await, planned, "{:?}, from events", db.kind);
     assert_eq!(store.roll_up_analytics(upkeep_now, None).await.unwrap(), 5);
