@@ -454,6 +454,24 @@ async fn every_response_carries_a_request_id() {
         header(b.headers(), "x-request-id")
     );
     assert_eq!(assert_ok(a).await["status"], "ok");
+
+    // Echoed up to 128 visible ASCII characters; anything else is replaced.
+    let (longest, too_long) = ("r".repeat(128), "r".repeat(129));
+    for (sent, echoed) in [
+        (longest.as_str(), true),
+        (too_long.as_str(), false),
+        ("with space", false),
+    ] {
+        let res = send(
+            app.client
+                .get(app.url("/healthz"))
+                .header("x-request-id", sent),
+        )
+        .await;
+        let id = header(res.headers(), "x-request-id").expect("an id");
+        assert_eq!(id == sent, echoed, "{sent:?} → {id:?}");
+        assert!(!id.is_empty() && id.len() <= 128, "{id:?}");
+    }
 }
 
 /// A body that stops arriving is answered 408 with the envelope once the server's body timeout
