@@ -46,6 +46,17 @@ async fn analytics(app: &TestApp, query: &str) -> Value {
     assert_ok(app.get(&format!("/analytics?{query}")).await).await
 }
 
+/// The NDJSON export's rows, `query` appended to its URL.
+async fn exported(app: &TestApp, query: &str) -> Vec<Value> {
+    let res = app
+        .get(&format!("/analytics/export?format=ndjson{query}"))
+        .await;
+    assert_eq!(res.status(), 200);
+    (res.text().await.expect("the body is text").lines())
+        .map(|line| serde_json::from_str(line).expect("a JSON line"))
+        .collect()
+}
+
 async fn wait_for_events(app: &TestApp, query: &str, clicks: u64) {
     let found = poll(DEADLINE, async || {
         let totals = analytics(app, &format!("groupBy=count&{query}")).await;
@@ -452,15 +463,7 @@ async fn the_export_streams_every_event_escaped(app: TestApp) {
         .collect();
     assert_eq!(first_rows, ["a", "a", "a", "a", "a", "b"]);
 
-    let ndjson = app.get("/analytics/export?format=ndjson&linkId=b").await;
-    assert_eq!(ndjson.status(), 200);
-    let rows: Vec<Value> = ndjson
-        .text()
-        .await
-        .expect("the body is text")
-        .lines()
-        .map(|line| serde_json::from_str(line).expect("a JSON line"))
-        .collect();
+    let rows = exported(&app, "&linkId=b").await;
     assert_eq!(rows.len(), 2);
     assert_eq!(rows[0]["shortCode"], "b");
     assert_eq!(rows[0]["country"], "GB");
@@ -482,20 +485,8 @@ async fn a_long_referrer_is_kept_to_2048_characters(app: TestApp) {
     }
     wait_for_events(&app, "", 3).await;
 
-    let export = app.get("/analytics/export?format=ndjson").await;
-    assert_eq!(export.status(), 200);
-    let kept: Vec<String> = export
-        .text()
-        .await
-        .expect("the body is text")
-        .lines()
-        .map(|line| {
-            let row: Value = serde_json::from_str(line).expect("a JSON line");
-            row["referrerUrl"]
-                .as_str()
-                .expect("a referrer URL")
-                .to_owned()
-        })
+    let kept: Vec<Value> = (exported(&app, "").await.into_iter())
+        .map(|row| row["referrerUrl"].clone())
         .collect();
     assert_eq!(kept, [long(1_500), long(2_048), long(2_048)]);
 }
