@@ -12,16 +12,16 @@
 //! event (GeoIP, User-Agent families, visitor hash; `enrich.rs`), written in the same transaction
 //! as the counters: a link's `clicks` and its number of events always agree. Memory stays
 //! bounded: past [`MAX_PENDING_DETAILS`] waiting clicks (the database is slow or down), a click
-//! keeps only its time, and its event says nothing more. With analytics off, a click's details
-//! are kept only when its workspace has an endpoint subscribed to `link.clicked`; each flush that
-//! has clicks to write re-reads which workspaces listen.
+//! is kept whole in a file instead (`spill.rs`), written after those in memory. With analytics
+//! off, a click's details are kept only when its workspace has an endpoint subscribed to
+//! `link.clicked`; each flush that has clicks to write re-reads which workspaces listen.
 //!
 //! Pending clicks are sharded by recording thread: each server worker keeps to a shard of its own,
 //! so workers never wait for each other's lock (a contended lock puts a worker to sleep, and its
 //! connections wait for it to be woken: that showed in the redirect's tail latency). Only the
 //! flusher visits every shard.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
@@ -36,6 +36,7 @@ use tokio::sync::Notify;
 
 use crate::click_limits::ClickLimits;
 use crate::enrich::Enricher;
+use crate::spill::{Spill, SpilledClick};
 
 /// How often recorded clicks are written; the API shows a click within this much (plus the
 /// write itself).
@@ -50,8 +51,8 @@ pub const FLUSH_EARLY_AT: usize = 20_000;
 /// payloads are built for one part at a time, not for the whole burst at once.
 pub const FLUSH_PART: usize = 2_000;
 
-/// Clicks waiting past which a click keeps only its time (its event then has no country,
-/// browser, referrer, …): a few hundred bytes each up to here, eight past it.
+/// Clicks waiting in memory (a few hundred bytes each) past which a click is kept in a file
+/// until the database takes it (`spill.rs`).
 pub const MAX_PENDING_DETAILS: usize = 200_000;
 
 /// More shards than a server has workers, so each worker has one to itself.
@@ -112,7 +113,7 @@ struct PendingClicks {
     count: u64,
     /// What the redirect saw of each click that kept its details.
     visits: Visits,
-    /// The times of the clicks that kept only their time.
+    /// The times of the clicks that kept only their time (the spill file could not take them).
     bare: Vec<Timestamp>,
 }
 
@@ -166,6 +167,8 @@ pub(crate) struct ClickCounter {
     shards: [Shard; SHARDS],
     /// Clicks with details recorded since the last flush took them (plus those put back).
     recorded: AtomicUsize,
+    /// Clicks recorded past [`MAX_PENDING_DETAILS`].
+    spill: Arc<Spill>,
     /// Whether every click becomes an analytics event.
     analytics: bool,
     enricher: Arc<Enricher>,
@@ -192,6 +195,7 @@ impl ClickCounter {
         Self {
             shards: Default::default(),
             recorded: AtomicUsize::new(0),
+            spill: Spill::new(),
             analytics,
             enricher,
             flush_soon: Notify::new(),
@@ -244,6 +248,17 @@ impl ClickCounter {
         if keep && waiting == FLUSH_EARLY_AT {
             self.flush_soon.notify_one();
         }
+        let mut visit = keep.then(details);
+        let mut bare = None;
+        if waiting >= MAX_PENDING_DETAILS
+            && let Some(visit) = visit.take()
+        {
+            // Counted in the file with its details, not here.
+            match self.spill.push(link.counter, link.workspace_id, visit) {
+                Ok(()) => return,
+                Err(at) => bare = Some(at),
+            }
+        }
         let mut pending = self.shards[own_shard()].lock();
         let entry = pending
             .entry(link.counter)
@@ -255,14 +270,10 @@ impl ClickCounter {
                 bare: Vec::new(),
             });
         entry.count += 1;
-        if !keep {
-            return;
+        if let Some(visit) = visit {
+            entry.visits.push(visit);
         }
-        if waiting < MAX_PENDING_DETAILS {
-            entry.visits.push(details());
-        } else {
-            entry.bare.push(Timestamp::now());
-        }
+        entry.bare.extend(bare);
     }
 
     fn is_listened_to(&self, workspace: WorkspaceId) -> bool {
@@ -319,10 +330,10 @@ impl ClickCounter {
     }
 
     /// Clicks recorded and not yet taken by a flush (takes every shard's lock: for a scrape,
-    /// not for a request).
+    /// not for a request), and those in the spill file.
     pub fn pending(&self) -> u64 {
         let shard_total = |shard: &Shard| shard.lock().values().map(|l| l.count).sum::<u64>();
-        self.shards.iter().map(shard_total).sum()
+        self.shards.iter().map(shard_total).sum::<u64>() + self.spill.waiting()
     }
 
     /// Tells `observer` the clicks written and the time taken by every flush that writes some;
@@ -384,6 +395,8 @@ impl ClickCounter {
                 return Err(e);
             }
         }
+        self.write_spilled(store, base, webhooks, shared_limits)
+            .await?;
         if shared_limits {
             self.refresh_limits(store).await;
         }
@@ -393,6 +406,41 @@ impl ClickCounter {
             tracing::warn!(error = %e, "could not fold the click journal; will retry");
         }
         Ok(())
+    }
+
+    /// Writes the clicks kept in the spill file, [`FLUSH_PART`] at a time, after those in memory;
+    /// a part that fails is read again by the next flush.
+    async fn write_spilled(
+        &self,
+        store: &Store,
+        base: &BaseUrl,
+        webhooks: &WakeHandle,
+        shared_limits: bool,
+    ) -> Result<(), StorageError> {
+        let unreadable = |e: &dyn std::fmt::Display| {
+            tracing::warn!(error = %e, "could not read the spill file; will retry");
+            StorageError::Unavailable("the spill file could not be read".into())
+        };
+        loop {
+            let spill = self.spill.clone();
+            let part = tokio::task::spawn_blocking(move || spill.read_part(FLUSH_PART))
+                .await
+                .map_err(|e| unreadable(&e))?
+                .map_err(|e| unreadable(&e))?;
+            if part.is_empty() {
+                return Ok(());
+            }
+            let clicks = part.len();
+            let pending = by_link(part);
+            if let Err((_, e)) = self
+                .write_part(store, base, webhooks, shared_limits, pending)
+                .await
+            {
+                self.spill.not_written().map_err(|e| unreadable(&e))?;
+                return Err(e);
+            }
+            self.spill.written(clicks);
+        }
     }
 
     /// Reads the capped links' counts again, right after a flush (every flush, written or not):
@@ -545,6 +593,18 @@ fn in_parts(links: Vec<PendingClicks>, most: usize) -> Vec<Vec<PendingClicks>> {
         parts.push(part);
     }
     parts
+}
+
+/// Spilled clicks as entries per link, in counter order (as [`ClickCounter::take`] gives them).
+fn by_link(clicks: Vec<SpilledClick>) -> Vec<PendingClicks> {
+    let mut links = BTreeMap::new();
+    for click in clicks {
+        let link = (links.entry(click.counter))
+            .or_insert_with(|| empty(click.counter, click.workspace_id));
+        link.count += 1;
+        link.visits.push(click.visit);
+    }
+    links.into_values().collect()
 }
 
 /// An entry with no clicks.
@@ -745,18 +805,44 @@ mod tests {
     }
 
     #[test]
-    fn past_the_bound_a_click_keeps_only_its_time_and_still_becomes_an_event() {
+    fn past_the_bound_a_click_goes_to_the_spill_file_whole() {
         let counter = counter(true);
-        let a = target(1);
-        for _ in 0..MAX_PENDING_DETAILS + 10 {
-            counter.record(&a, click);
+        let (a, b) = (target(1), target(2));
+        let agent = |i: usize| Visit {
+            user_agent: Some(format!("agent {i}")),
+            ..click()
+        };
+        for i in 0..MAX_PENDING_DETAILS {
+            counter.record(&a, || agent(i));
         }
+        for (i, link) in [&a, &b, &a].into_iter().enumerate() {
+            counter.record(link, || agent(MAX_PENDING_DETAILS + i));
+        }
+        assert_eq!(counter.pending(), MAX_PENDING_DETAILS as u64 + 3);
         let taken = counter.take();
-        assert_eq!(taken[0].count, MAX_PENDING_DETAILS as u64 + 10);
-        assert_eq!(taken[0].visits.len(), MAX_PENDING_DETAILS);
-        assert_eq!(taken[0].bare.len(), 10);
-        let batch = batch(&Enricher::new(None), &taken, true);
-        assert_eq!(batch.links[0].clicks.len() as u64, batch.links[0].count);
+        assert_eq!(
+            (taken.len(), taken[0].count, taken[0].visits.len()),
+            (1, MAX_PENDING_DETAILS as u64, MAX_PENDING_DETAILS)
+        );
+        assert_eq!(counter.pending(), 3, "the spilled clicks still wait");
+
+        let spilled = by_link(counter.spill.read_part(FLUSH_PART).unwrap());
+        let seen: Vec<_> = (spilled.iter())
+            .map(|l| {
+                let agents = l.visits.iter().map(|v| v.user_agent.clone().unwrap());
+                (l.counter, l.count, agents.collect::<Vec<_>>())
+            })
+            .collect();
+        let after = |i: usize| format!("agent {}", MAX_PENDING_DETAILS + i);
+        assert_eq!(
+            seen,
+            [
+                (a.counter, 2, vec![after(0), after(2)]),
+                (b.counter, 1, vec![after(1)])
+            ]
+        );
+        counter.spill.written(3);
+        assert_eq!(counter.pending(), 0);
         // The budget starts again once a flush took the clicks.
         counter.record(&a, click);
         assert_eq!(counter.take()[0].visits.len(), 1);

@@ -12,6 +12,7 @@ mod passwords;
 mod propagation;
 mod routing;
 mod service;
+mod spill;
 pub mod throttled_log;
 
 pub use cache::{FOUND_TTL, STALE_FOR};

@@ -205,9 +205,11 @@ impl Service {
         Ok(Some(target))
     }
 
-    /// Counts one click on `link` (from [`Service::resolve`]), in memory: no I/O, no await.
-    /// `details` runs only when the link's workspace has an endpoint subscribed to
-    /// `link.clicked`, and while the detail budget lasts (see [`crate::MAX_DETAILED_CLICKS`]).
+    /// Counts one click on `link` (from [`Service::resolve`]), in memory: no await, and no I/O
+    /// but a buffered append once [`crate::MAX_PENDING_DETAILS`] clicks wait (the database is
+    /// slow or down; `spill.rs`). `details` runs when the click keeps them: always with
+    /// analytics on; with it off, when the link's workspace has an endpoint subscribed to
+    /// `link.clicked`.
     /// The click is written within [`crate::FLUSH_INTERVAL`] while [`Service::run`] runs, and
     /// by [`Service::shutdown`] at the latest.
     pub fn record_click(&self, link: &RedirectTarget, details: impl FnOnce() -> Visit) {

@@ -11,9 +11,12 @@ use shortlink_domain::{
     BaseUrl, Destination, LinkId, LinkPatch, LinkRef, RateLimit, Slug, Timestamp, Visit, Workspace,
     WorkspaceId,
 };
-use shortlink_service::{FLUSH_PART, Service, ServiceError, ServiceSettings};
+use shortlink_service::{FLUSH_PART, MAX_PENDING_DETAILS, Service, ServiceError, ServiceSettings};
 use shortlink_storage::testing::TestDatabase;
-use shortlink_storage::{CreateOutcome, LinkUpdate, NewLink, ServerOptions, Store, StoreOptions};
+use shortlink_storage::{
+    CreateOutcome, Dimension, EventFilter, LinkUpdate, NewLink, RedirectTarget, ServerOptions,
+    Store, StoreOptions, Tally,
+};
 
 fn base() -> BaseUrl {
     BaseUrl::parse("https://sho.rt").unwrap()
@@ -114,6 +117,70 @@ async fn a_flush_of_many_clicks_commits_them_in_parts() {
             .unwrap()
             .unwrap();
         assert_eq!(link.clicks, clicks as i64);
+        service.shutdown().await.unwrap();
+    }
+}
+
+const FIREFOX: &str = "Mozilla/5.0 (X11; Linux x86_64; rv:120.0) Gecko/20100101 Firefox/120.0";
+
+/// Records more clicks on `link` than memory keeps the details of, each from Firefox; how many.
+fn click_past_the_memory_bound(service: &Service, link: &RedirectTarget) -> u64 {
+    let clicks = MAX_PENDING_DETAILS + 1_000;
+    for _ in 0..clicks {
+        service.record_click(link, || Visit {
+            user_agent: Some(FIREFOX.into()),
+            ..click()
+        });
+    }
+    clicks as u64
+}
+
+/// `link` has `clicks` events, every one of them from Firefox: none lost its details.
+async fn every_click_kept_its_details(
+    store: &Store,
+    workspace: WorkspaceId,
+    link: &RedirectTarget,
+    clicks: u64,
+) {
+    let (start, end) = (
+        Timestamp::from_unix_millis(0),
+        Timestamp::now().plus(std::time::Duration::from_secs(60)),
+    );
+    let filter = EventFilter::between(workspace, Some(link.counter), start, end);
+    let browsers = store
+        .analytics_breakdown(&filter, Dimension::Browser, 10)
+        .await
+        .unwrap();
+    assert_eq!(
+        browsers,
+        [Tally {
+            key: Some("Firefox".to_owned()),
+            clicks,
+            visitors: 1
+        }]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clicks_past_the_memory_bound_keep_their_details() {
+    for (_db, service, _) in services("clicks_past_the_memory_bound_keep_their_details").await {
+        let acme = workspace(service.store()).await;
+        let outcomes = service.create_links(vec![new_link(&acme, "busy", "https://example.com/")]);
+        let CreateOutcome::Created(created) = &outcomes.await.unwrap()[0] else {
+            panic!("created")
+        };
+        let busy = service.resolve("busy").await.unwrap().unwrap();
+        let clicks = click_past_the_memory_bound(&service, &busy);
+        assert_eq!(service.clicks_pending(), clicks);
+        service.flush_clicks().await.unwrap();
+        assert_eq!(service.clicks_pending(), 0);
+        let link = (service.store())
+            .get_link(acme.id, &LinkRef::Id(created.id), service.domain())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(link.clicks, clicks as i64);
+        every_click_kept_its_details(service.store(), acme.id, &busy, clicks).await;
         service.shutdown().await.unwrap();
     }
 }

@@ -8,7 +8,10 @@ use shortlink_storage::testing::TestDatabase;
 use shortlink_storage::testing::fault_proxy::{Fault, FaultProxy};
 use shortlink_storage::{ANSWER_WITHIN, Store, StoreOptions};
 
-use crate::{base, destination, new_link, workspace};
+use crate::{
+    base, click_past_the_memory_bound, destination, every_click_kept_its_details, new_link,
+    workspace,
+};
 
 /// How long past the database's bound a caller may wait in all (scheduling, a slow machine).
 const SLACK: Duration = Duration::from_secs(1);
@@ -129,4 +132,45 @@ async fn a_refused_or_reset_database_is_unavailable_not_an_error() {
         Ok(1),
         "the pool reconnects by itself"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clicks_during_a_long_outage_keep_their_details() {
+    let Some(db) = TestDatabase::postgres("service::outage::details").await else {
+        return;
+    };
+    db.store().await;
+    let (proxy, url) = FaultProxy::for_postgres(&db.url).await;
+    let store = Store::open(&url, StoreOptions::default()).await.unwrap();
+    let service = Service::new(store.clone(), ServiceSettings::new(base())).unwrap();
+    let acme = workspace(&store).await;
+    let created = service.create_links(vec![new_link(&acme, "busy", "https://example.com/")]);
+    created.await.unwrap();
+    let busy = service.resolve("busy").await.unwrap().unwrap();
+
+    // Every open connection is cut, and new ones are refused.
+    proxy.set(Fault::Reset);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    proxy.set(Fault::Refuse);
+    let clicks = click_past_the_memory_bound(&service, &busy);
+    assert!(is_unavailable(service.flush_clicks().await));
+    assert_eq!(
+        service.clicks_pending(),
+        clicks,
+        "nothing written, nothing lost"
+    );
+
+    proxy.set(Fault::None);
+    let mut flushed = service.flush_clicks().await;
+    for _ in 0..100 {
+        if flushed.is_ok() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        flushed = service.flush_clicks().await;
+    }
+    flushed.unwrap();
+    assert_eq!(service.clicks_pending(), 0);
+    every_click_kept_its_details(&store, acme.id, &busy, clicks).await;
+    service.shutdown().await.unwrap();
 }
