@@ -79,6 +79,15 @@ fn click() -> Visit {
     }
 }
 
+/// The stored click count of link `id`.
+async fn clicks_of(service: &Service, workspace: &Workspace, id: LinkId) -> i64 {
+    let link = (service.store())
+        .get_link(workspace.id, &LinkRef::Id(id), service.domain())
+        .await
+        .unwrap();
+    link.unwrap().clicks
+}
+
 async fn destination(service: &Service, code: &str) -> Option<String> {
     let target = service.resolve(code).await.unwrap();
     target.map(|t| t.destination.as_str().to_owned())
@@ -111,12 +120,7 @@ async fn a_flush_of_many_clicks_commits_them_in_parts() {
         written.sort_unstable();
         let part = FLUSH_PART as u64;
         assert_eq!(written, [500, part, part]);
-        let link = (service.store())
-            .get_link(acme.id, &LinkRef::Id(created.id), service.domain())
-            .await
-            .unwrap()
-            .unwrap();
-        assert_eq!(link.clicks, clicks as i64);
+        assert_eq!(clicks_of(&service, &acme, created.id).await, clicks as i64);
         service.shutdown().await.unwrap();
     }
 }
@@ -174,12 +178,7 @@ async fn clicks_past_the_memory_bound_keep_their_details() {
         assert_eq!(service.clicks_pending(), clicks);
         service.flush_clicks().await.unwrap();
         assert_eq!(service.clicks_pending(), 0);
-        let link = (service.store())
-            .get_link(acme.id, &LinkRef::Id(created.id), service.domain())
-            .await
-            .unwrap()
-            .unwrap();
-        assert_eq!(link.clicks, clicks as i64);
+        assert_eq!(clicks_of(&service, &acme, created.id).await, clicks as i64);
         every_click_kept_its_details(service.store(), acme.id, &busy, clicks).await;
         service.shutdown().await.unwrap();
     }
@@ -275,16 +274,7 @@ async fn every_click_recorded_is_counted_once_stopped() {
             let CreateOutcome::Created(link) = outcome else {
                 panic!("created")
             };
-            let (service, id) = (service.clone(), link.id);
-            async move {
-                let link = service
-                    .store()
-                    .get_link(acme.id, &LinkRef::Id(id), service.domain())
-                    .await
-                    .unwrap()
-                    .unwrap();
-                link.clicks
-            }
+            clicks_of(&service, &acme, link.id)
         };
         assert_eq!(
             (clicks(&outcomes[0]).await, clicks(&outcomes[1]).await),

@@ -3,6 +3,7 @@
 
 use std::time::{Duration, Instant};
 
+use shortlink_domain::Workspace;
 use shortlink_service::{PROBE_EVERY, Service, ServiceError, ServiceSettings};
 use shortlink_storage::testing::TestDatabase;
 use shortlink_storage::testing::fault_proxy::{Fault, FaultProxy};
@@ -17,7 +18,7 @@ use crate::{
 const SLACK: Duration = Duration::from_secs(1);
 
 /// A plain use of the database fails as unavailable within its bound rather than hanging.
-async fn fails_within_its_bound(store: &Store, workspace: &shortlink_domain::Workspace) {
+async fn fails_within_its_bound(store: &Store, workspace: &Workspace) {
     let started = Instant::now();
     let listed = store
         .list_links(workspace.id, 10, None, &Default::default())
@@ -37,32 +38,77 @@ fn is_unavailable<T: std::fmt::Debug>(result: Result<T, ServiceError>) -> bool {
     matches!(result, Err(ServiceError::Storage(ref e)) if e.is_unavailable())
 }
 
+/// `attempt` again every 100 ms until it succeeds, 100 times at most; the last result.
+async fn until_ok<T, E, F: Future<Output = Result<T, E>>>(attempt: impl Fn() -> F) -> Result<T, E> {
+    let mut result = attempt().await;
+    for _ in 0..100 {
+        if result.is_ok() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        result = attempt().await;
+    }
+    result
+}
+
+/// A service on a fresh PostgreSQL database reached through a proxy the test controls, and a
+/// workspace in it; `None` without `TEST_POSTGRES_URL`.
+struct BehindAProxy {
+    _db: TestDatabase,
+    proxy: FaultProxy,
+    store: Store,
+    service: Service,
+    acme: Workspace,
+}
+
+impl BehindAProxy {
+    async fn start(test: &str, settings: ServiceSettings) -> Option<Self> {
+        let db = TestDatabase::postgres(test).await?;
+        db.store().await;
+        let (proxy, url) = FaultProxy::for_postgres(&db.url).await;
+        let store = Store::open(&url, StoreOptions::default()).await.unwrap();
+        let service = Service::new(store.clone(), settings).unwrap();
+        let acme = workspace(&store).await;
+        Some(Self {
+            _db: db,
+            proxy,
+            store,
+            service,
+            acme,
+        })
+    }
+
+    /// Every open connection is cut, and new ones are refused.
+    async fn cut(&self) {
+        self.proxy.set(Fault::Reset);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        self.proxy.set(Fault::Refuse);
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_frozen_database_fails_fast_and_links_seen_keep_redirecting() {
-    let Some(db) = TestDatabase::postgres("service::outage::frozen").await else {
-        return;
-    };
-    db.store().await;
-    let (proxy, url) = FaultProxy::for_postgres(&db.url).await;
-    let store = Store::open(&url, StoreOptions::default()).await.unwrap();
     let mut settings = ServiceSettings::new(base());
     settings.redirect_cache_ttl = Duration::from_millis(100);
-    let service = Service::new(store.clone(), settings).unwrap();
-    let acme = workspace(&store).await;
+    let Some(outage) = BehindAProxy::start("service::outage::frozen", settings).await else {
+        return;
+    };
+    let (proxy, store, service, acme) =
+        (&outage.proxy, &outage.store, &outage.service, &outage.acme);
     let links = vec![
-        new_link(&acme, "seen", "https://example.com/seen"),
-        new_link(&acme, "unseen", "https://example.com/unseen"),
+        new_link(acme, "seen", "https://example.com/seen"),
+        new_link(acme, "unseen", "https://example.com/unseen"),
     ];
     service.create_links(links).await.unwrap();
     let seen = Some("https://example.com/seen".to_owned());
-    assert_eq!(destination(&service, "seen").await, seen);
+    assert_eq!(destination(service, "seen").await, seen);
 
     proxy.set(Fault::Freeze);
     tokio::time::sleep(Duration::from_millis(200)).await;
     // Past its cache lifetime, the link asks the database, which does not answer within its
     // bound: the link redirects from memory all the same.
     let started = Instant::now();
-    assert_eq!(destination(&service, "seen").await, seen);
+    assert_eq!(destination(service, "seen").await, seen);
     assert!(
         started.elapsed() < ANSWER_WITHIN + SLACK,
         "{:?}",
@@ -71,88 +117,56 @@ async fn a_frozen_database_fails_fast_and_links_seen_keep_redirecting() {
     // The next lookups do not wait for the database again: the seen link answers, a link never
     // looked up is unavailable, both at once.
     let started = Instant::now();
-    assert_eq!(destination(&service, "seen").await, seen);
+    assert_eq!(destination(service, "seen").await, seen);
     assert!(is_unavailable(service.resolve("unseen").await));
     assert!(started.elapsed() < ANSWER_WITHIN, "{:?}", started.elapsed());
     // Any other use of the database fails within its bound rather than hanging.
-    fails_within_its_bound(&store, &acme).await;
+    fails_within_its_bound(store, acme).await;
 
     // The network comes back: within a probe interval, lookups reach the database again.
     proxy.set(Fault::None);
     tokio::time::sleep(PROBE_EVERY).await;
-    let mut answered = None;
-    for _ in 0..100 {
-        if let Ok(found) = service.resolve("unseen").await {
-            answered = Some(found.map(|t| t.destination.as_str().to_owned()));
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let answered = until_ok(|| service.resolve("unseen")).await.unwrap();
     assert_eq!(
-        answered,
-        Some(Some("https://example.com/unseen".to_owned()))
+        answered.map(|t| t.destination.as_str().to_owned()),
+        Some("https://example.com/unseen".to_owned())
     );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_or_reset_database_is_unavailable_not_an_error() {
-    let Some(db) = TestDatabase::postgres("service::outage::reset").await else {
+    let settings = ServiceSettings::new(base());
+    let Some(outage) = BehindAProxy::start("service::outage::reset", settings).await else {
         return;
     };
-    db.store().await;
-    let (proxy, url) = FaultProxy::for_postgres(&db.url).await;
-    let store = Store::open(&url, StoreOptions::default()).await.unwrap();
-    let service = Service::new(store.clone(), ServiceSettings::new(base())).unwrap();
-    let acme = workspace(&store).await;
-    service
-        .create_links(vec![new_link(&acme, "a", "https://example.com/a")])
+    let (store, acme) = (&outage.store, &outage.acme);
+    (outage.service)
+        .create_links(vec![new_link(acme, "a", "https://example.com/a")])
         .await
         .unwrap();
 
-    // Every open connection is cut, and new ones are refused.
-    proxy.set(Fault::Reset);
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    proxy.set(Fault::Refuse);
-    fails_within_its_bound(&store, &acme).await;
+    outage.cut().await;
+    fails_within_its_bound(store, acme).await;
 
-    proxy.set(Fault::None);
-    let mut listed = Err(());
-    for _ in 0..100 {
-        listed = store
-            .list_links(acme.id, 10, None, &Default::default())
-            .await
-            .map_err(|_| ());
-        if listed.is_ok() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert_eq!(
-        listed.map(|links| links.len()),
-        Ok(1),
-        "the pool reconnects by itself"
-    );
+    outage.proxy.set(Fault::None);
+    let filter = Default::default();
+    let listed = until_ok(|| store.list_links(acme.id, 10, None, &filter)).await;
+    assert_eq!(listed.unwrap().len(), 1, "the pool reconnects by itself");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn clicks_during_a_long_outage_keep_their_details() {
-    let Some(db) = TestDatabase::postgres("service::outage::details").await else {
+    let settings = ServiceSettings::new(base());
+    let Some(outage) = BehindAProxy::start("service::outage::details", settings).await else {
         return;
     };
-    db.store().await;
-    let (proxy, url) = FaultProxy::for_postgres(&db.url).await;
-    let store = Store::open(&url, StoreOptions::default()).await.unwrap();
-    let service = Service::new(store.clone(), ServiceSettings::new(base())).unwrap();
-    let acme = workspace(&store).await;
-    let created = service.create_links(vec![new_link(&acme, "busy", "https://example.com/")]);
+    let (service, acme) = (&outage.service, &outage.acme);
+    let created = service.create_links(vec![new_link(acme, "busy", "https://example.com/")]);
     created.await.unwrap();
     let busy = service.resolve("busy").await.unwrap().unwrap();
 
-    // Every open connection is cut, and new ones are refused.
-    proxy.set(Fault::Reset);
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    proxy.set(Fault::Refuse);
-    let clicks = click_past_the_memory_bound(&service, &busy);
+    outage.cut().await;
+    let clicks = click_past_the_memory_bound(service, &busy);
     assert!(is_unavailable(service.flush_clicks().await));
     assert_eq!(
         service.clicks_pending(),
@@ -160,17 +174,9 @@ async fn clicks_during_a_long_outage_keep_their_details() {
         "nothing written, nothing lost"
     );
 
-    proxy.set(Fault::None);
-    let mut flushed = service.flush_clicks().await;
-    for _ in 0..100 {
-        if flushed.is_ok() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        flushed = service.flush_clicks().await;
-    }
-    flushed.unwrap();
+    outage.proxy.set(Fault::None);
+    until_ok(|| service.flush_clicks()).await.unwrap();
     assert_eq!(service.clicks_pending(), 0);
-    every_click_kept_its_details(&store, acme.id, &busy, clicks).await;
+    every_click_kept_its_details(&outage.store, acme.id, &busy, clicks).await;
     service.shutdown().await.unwrap();
 }
