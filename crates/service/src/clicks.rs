@@ -430,16 +430,12 @@ impl ClickCounter {
             if part.is_empty() {
                 return Ok(());
             }
-            let clicks = part.len();
             let pending = by_link(part);
-            if let Err((_, e)) = self
+            (self
                 .write_part(store, base, webhooks, shared_limits, pending)
-                .await
-            {
-                self.spill.not_written().map_err(|e| unreadable(&e))?;
-                return Err(e);
-            }
-            self.spill.written(clicks);
+                .await)
+                .map_err(|(_, e)| e)?;
+            self.spill.written();
         }
     }
 
@@ -841,7 +837,7 @@ mod tests {
                 (b.counter, 1, vec![after(1)])
             ]
         );
-        counter.spill.written(3);
+        counter.spill.written();
         assert_eq!(counter.pending(), 0);
         // The budget starts again once a flush took the clicks.
         counter.record(&a, click);

@@ -51,11 +51,15 @@ pub(crate) struct SpilledClick {
     pub visit: Visit,
 }
 
-/// The file the flusher reads, at the start of the first click not yet written.
+/// The file the flusher reads.
 struct Reading {
     file: BufReader<File>,
-    /// Where the part handed out last starts, until it is written.
-    part_start: Option<u64>,
+    /// Where the first click not yet written starts: every read starts here.
+    start: u64,
+    /// Where the part read last ends: the next start, once that part is written.
+    end: u64,
+    /// Clicks in the part read last (a damaged line counts: it is gone once the part is).
+    lines: u64,
 }
 
 /// Clicks kept in a file; see the module.
@@ -135,8 +139,8 @@ impl Spill {
     }
 
     /// The next clicks to write, at most `most`, in the order they came; empty when none wait.
-    /// Until [`Spill::written`] or [`Spill::not_written`] is called, the part counts as waiting.
-    /// Blocking file I/O: call off the async workers.
+    /// The same part again until [`Spill::written`] says it is in the database. Blocking file
+    /// I/O: call off the async workers.
     pub fn read_part(&self, most: usize) -> io::Result<Vec<SpilledClick>> {
         let mut reading = locked(&self.reading);
         loop {
@@ -147,54 +151,52 @@ impl Spill {
             if !part.is_empty() {
                 return Ok(part);
             }
-            // The file read is used up (its space goes back now); take the one being appended.
-            *reading = None;
-            let Some(appended) = locked(&self.appending).take() else {
+            // The file read is used up (its space goes back now; damaged lines at its end no
+            // longer wait); take the one being appended, holding its lock until its buffer is in
+            // the file, so no click starts another.
+            if let Some(used_up) = reading.take() {
+                self.waiting.fetch_sub(used_up.lines, Ordering::Relaxed);
+            }
+            let mut appending = locked(&self.appending);
+            let Some(appended) = appending.take() else {
                 return Ok(part);
             };
-            let mut file = appended.into_inner().map_err(|e| {
+            let file = appended.into_inner().map_err(|e| {
                 let error = io::Error::new(e.error().kind(), e.error().to_string());
-                // Nothing lost: the unwritten buffer goes back, to be tried again.
-                locked(&self.appending).get_or_insert(e.into_inner());
+                // Nothing lost: the writer and what it could not write go back, to be tried
+                // again.
+                *appending = Some(e.into_inner());
                 error
             })?;
-            file.rewind()?;
             *reading = Some(Reading {
                 file: BufReader::new(file),
-                part_start: None,
+                start: 0,
+                end: 0,
+                lines: 0,
             });
         }
     }
 
     /// The part read last is in the database.
-    pub fn written(&self, part: usize) {
-        self.waiting.fetch_sub(part as u64, Ordering::Relaxed);
+    pub fn written(&self) {
         if let Some(r) = locked(&self.reading).as_mut() {
-            r.part_start = None;
+            self.waiting.fetch_sub(r.lines, Ordering::Relaxed);
+            (r.start, r.lines) = (r.end, 0);
         }
-    }
-
-    /// The part read last could not be written: the next read starts with it again.
-    pub fn not_written(&self) -> io::Result<()> {
-        if let Some(reading) = locked(&self.reading).as_mut()
-            && let Some(start) = reading.part_start.take()
-        {
-            reading.file.seek(SeekFrom::Start(start))?;
-        }
-        Ok(())
     }
 }
 
 impl Reading {
     fn read(&mut self, most: usize) -> io::Result<Vec<SpilledClick>> {
-        self.part_start = Some(self.file.stream_position()?);
-        let mut part = Vec::new();
-        let mut line = String::new();
+        self.file.seek(SeekFrom::Start(self.start))?;
+        let (mut part, mut line) = (Vec::new(), String::new());
+        self.lines = 0;
         while part.len() < most {
             line.clear();
             if self.file.read_line(&mut line)? == 0 {
                 break;
             }
+            self.lines += 1;
             match serde_json::from_str::<Record>(&line) {
                 Ok(r) => part.push(SpilledClick {
                     counter: CounterKey(r.counter),
@@ -212,6 +214,7 @@ impl Reading {
                 }
             }
         }
+        self.end = self.file.stream_position()?;
         Ok(part)
     }
 }
@@ -236,7 +239,7 @@ mod tests {
             if part.is_empty() {
                 return parts;
             }
-            spill.written(part.len());
+            spill.written();
             parts.push(part.iter().map(|c| c.counter.0).collect());
         }
     }
@@ -258,7 +261,7 @@ mod tests {
             })
             .collect();
         assert_eq!(part, expected);
-        spill.written(3);
+        spill.written();
         // Clicks appended while the flusher reads go to a new file, read after the first.
         spill.push(CounterKey(5), workspace, visit(5)).unwrap();
         assert_eq!(read_all(&spill, 3), [vec![3, 4], vec![5]]);
@@ -273,11 +276,35 @@ mod tests {
         for i in 0..4 {
             spill.push(CounterKey(i), workspace, visit(i)).unwrap();
         }
-        spill.written(spill.read_part(2).unwrap().len());
+        spill.read_part(2).unwrap();
+        spill.written();
         assert_eq!(spill.read_part(1).unwrap()[0].counter, CounterKey(2));
-        spill.not_written().unwrap();
+        // Not written: the next read starts with the same click.
         assert_eq!(spill.waiting(), 2);
         assert_eq!(read_all(&spill, 10), [vec![2, 3]]);
+        assert_eq!(spill.waiting(), 0);
+    }
+
+    #[test]
+    fn a_damaged_line_is_skipped_and_no_longer_waits() {
+        let spill = Spill::new();
+        let workspace = WorkspaceId::generate();
+        spill.push(CounterKey(1), workspace, visit(1)).unwrap();
+        let mut appending = locked(&spill.appending);
+        let file = appending.as_mut().unwrap();
+        file.write_all(b"{\"counter\":\n").unwrap();
+        drop(appending);
+        spill.waiting.fetch_add(1, Ordering::Relaxed);
+        spill.push(CounterKey(3), workspace, visit(3)).unwrap();
+        assert_eq!(read_all(&spill, 10), [vec![1, 3]]);
+        assert_eq!(spill.waiting(), 0);
+        // A file that ends in one, read after its last click was written.
+        spill.push(CounterKey(4), workspace, visit(4)).unwrap();
+        let mut appending = locked(&spill.appending);
+        appending.as_mut().unwrap().write_all(b"}\n").unwrap();
+        drop(appending);
+        spill.waiting.fetch_add(1, Ordering::Relaxed);
+        assert_eq!(read_all(&spill, 1), [vec![4]]);
         assert_eq!(spill.waiting(), 0);
     }
 }
