@@ -115,12 +115,13 @@ impl Spill {
                 file.write_all(&line)
             }),
         };
+        if appended.is_ok() {
+            // Under the lock: the flusher cannot read this click before it is counted.
+            self.waiting.fetch_add(1, Ordering::Relaxed);
+        }
         drop(appending);
         match appended {
-            Ok(()) => {
-                self.waiting.fetch_add(1, Ordering::Relaxed);
-                Ok(())
-            }
+            Ok(()) => Ok(()),
             Err(e) => {
                 // A buffered writer keeps what it could not write, and this line was not
                 // buffered: the file stays whole.
