@@ -431,10 +431,8 @@ impl ClickCounter {
                 return Ok(());
             }
             let pending = by_link(part);
-            (self
-                .write_part(store, base, webhooks, shared_limits, pending)
-                .await)
-                .map_err(|(_, e)| e)?;
+            let written = (self.write_part(store, base, webhooks, shared_limits, pending)).await;
+            written.map_err(|(_, e)| e)?;
             self.spill.written();
         }
     }
@@ -798,6 +796,19 @@ mod tests {
         );
         assert_eq!(visits.split_front(10_000).len(), RUN + 90);
         assert_eq!(visits.len(), 0);
+    }
+
+    #[test]
+    fn a_click_that_kept_only_its_time_is_still_an_event() {
+        let mut link = empty(CounterKey(1), WorkspaceId::generate());
+        link.visits.push(click());
+        link.bare = vec![Timestamp::from_unix_millis(7); 2];
+        link.count = 3;
+        let batch = batch(&Enricher::new(None), &[link], true);
+        let times: Vec<_> = (batch.links[0].clicks.iter())
+            .map(|c| c.click.timestamp.unix_millis())
+            .collect();
+        assert_eq!((times.len(), &times[1..]), (3, &[7, 7][..]));
     }
 
     #[test]
