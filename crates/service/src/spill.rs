@@ -310,7 +310,10 @@ mod tests {
         let text = String::from_utf8(locked(&logged.0).clone()).unwrap();
         let started = "further ones are kept in a temporary file";
         assert_eq!(text.matches(started).count(), 2, "{text}");
-        assert!(text.contains("WARN") && text.contains("waiting=200000"), "{text}");
+        assert!(
+            text.contains("WARN") && text.contains("waiting=200000"),
+            "{text}"
+        );
     }
 
     #[test]
