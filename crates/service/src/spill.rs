@@ -120,23 +120,20 @@ impl Spill {
                 file.write_all(&line)
             }),
         };
-        if appended.is_ok() {
-            // Under the lock: the flusher cannot read this click before it is counted.
+        // Counted under the lock: the flusher cannot read this click before it is counted.
+        let appended = appended.map(|()| {
             self.waiting.fetch_add(1, Ordering::Relaxed);
-        }
+        });
         drop(appending);
-        match appended {
-            Ok(()) => Ok(()),
-            Err(e) => {
-                // A buffered writer keeps what it could not write, and this line was not
-                // buffered: the file stays whole.
-                if let Some(r) = self.failures.occurred(Instant::now()) {
-                    tracing::warn!(error = %e, earlier = r.times,
-                        "could not keep a click's details in the spill file; it keeps its time");
-                }
-                Err(at)
+        appended.map_err(|e| {
+            // A buffered writer keeps what it could not write, and this line was not buffered:
+            // the file stays whole.
+            if let Some(r) = self.failures.occurred(Instant::now()) {
+                tracing::warn!(error = %e, earlier = r.times,
+                    "could not keep a click's details in the spill file; it keeps its time");
             }
-        }
+            at
+        })
     }
 
     /// Clicks appended and not yet written to the database.
