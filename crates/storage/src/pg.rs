@@ -265,6 +265,9 @@ impl DeliveryColumns {
 /// page). See `queries/analytics.rs`, `export_events`.
 pub(crate) const EXPORT_JOINS_LINKS: bool = true;
 
+/// How the flush's event insert begins (see the SQLite one, which has a reason to differ).
+pub(crate) const INSERT_EVENTS: &str = "INSERT INTO";
+
 /// Loads a query's rows (see the SQLite one, which has a reason to differ).
 pub(crate) fn load_rows<'a, Q, U>(
     c: &'a mut Conn,

@@ -179,9 +179,12 @@ pub(crate) struct EventRow<'a> {
     pub visitor: i64,
 }
 
-/// Every click of `batch` as an event row, in order.
+/// Every click of `batch` as an event row, by link in key order and then in order: consecutive
+/// rows land on the same or the next page of the events' `(link, time)` index.
 pub(crate) fn event_rows(batch: &crate::model::ClickBatch) -> impl Iterator<Item = EventRow<'_>> {
-    batch.links.iter().flat_map(|link| {
+    let mut links: Vec<_> = batch.links.iter().collect();
+    links.sort_unstable_by_key(|link| link.counter.0);
+    links.into_iter().flat_map(|link| {
         link.clicks.iter().map(move |event| {
             let click = &event.click;
             EventRow {

@@ -9,7 +9,7 @@ use diesel::QueryResult;
 use diesel::query_builder::{AstPass, QueryFragment, QueryId};
 use diesel::sql_types::{BigInt, Nullable, Text};
 
-use super::Backend;
+use super::{Backend, INSERT_EVENTS};
 use crate::rows::EventRow;
 
 /// Some event rows, written by one statement.
@@ -28,9 +28,10 @@ impl QueryId for InsertEvents<'_> {
 
 impl QueryFragment<Backend> for InsertEvents<'_> {
     fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, Backend>) -> QueryResult<()> {
+        out.push_sql(INSERT_EVENTS);
         out.push_sql(
-            "INSERT INTO click_events (link_seq, occurred_at, country, city, device, browser, os, \
-             referrer, referrer_url, visitor) VALUES ",
+            " click_events (link_seq, occurred_at, country, city, device, browser, os, referrer, \
+             referrer_url, visitor) VALUES ",
         );
         for (i, row) in self.0.iter().enumerate() {
             out.push_sql(if i == 0 { "(" } else { ", (" });

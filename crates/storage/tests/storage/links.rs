@@ -315,6 +315,81 @@ each_backend!(a_large_click_batch_adds_exactly, as_server, |store| {
     }
 });
 
+/// On SQLite the events are inserted `OR FAIL` (no statement journal): a statement stopped part
+/// way keeps its earlier rows in the transaction, and the flush's transaction takes them back with
+/// everything else. A trigger stops the insert at the second link's first event, after the first
+/// link's two events, in the same statement.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_click_batch_whose_events_fail_part_way_leaves_nothing() {
+    use diesel::connection::SimpleConnection;
+    use diesel::{Connection, SqliteConnection};
+    use shortlink_domain::{ClickInfo, Timestamp};
+    use shortlink_storage::{ClickEvent, EventFilter, RedirectTarget};
+
+    let db = TestDatabase::sqlite();
+    let store = db.store().await;
+    let acme = workspace(&store, "acme").await;
+    let d = base().domain().to_owned();
+    create(&store, new_link(&acme, Some("a"), "https://example.com/a")).await;
+    create(&store, new_link(&acme, Some("b"), "https://example.com/b")).await;
+    let a = store.resolve(&d, "a").await.unwrap().unwrap();
+    let b = store.resolve(&d, "b").await.unwrap().unwrap();
+    assert!(a.counter.0 < b.counter.0, "a's events are written first");
+    let two_clicks = |target: &RedirectTarget| LinkClicks {
+        counter: target.counter,
+        workspace_id: acme.id,
+        count: 2,
+        clicks: (0..2)
+            .map(|i| ClickEvent {
+                click: ClickInfo::bare(Timestamp::from_unix_millis(1_000 + i)),
+                visitor: i,
+            })
+            .collect(),
+    };
+    let batch = || ClickBatch {
+        links: vec![two_clicks(&b), two_clicks(&a)],
+        events: true,
+    };
+    let state = async || {
+        let all = EventFilter::between(
+            acme.id,
+            None,
+            Timestamp::from_unix_millis(0),
+            Timestamp::from_unix_millis(10_000),
+        );
+        let mut clicks = Vec::new();
+        for code in ["a", "b"] {
+            let link = store
+                .get_link(acme.id, &LinkRef::Code(code.into()), &d)
+                .await;
+            clicks.push(link.unwrap().unwrap().clicks);
+        }
+        (clicks, store.analytics_totals(&all).await.unwrap().clicks)
+    };
+
+    let mut other = SqliteConnection::establish(db.url.trim_start_matches("sqlite://")).unwrap();
+    other
+        .batch_execute(&format!(
+            "CREATE TRIGGER refuse_b BEFORE INSERT ON click_events WHEN NEW.link_seq = {} \
+             BEGIN SELECT RAISE(FAIL, 'refused'); END",
+            b.counter.0
+        ))
+        .unwrap();
+    store
+        .record_clicks(batch().into(), &base())
+        .await
+        .unwrap_err();
+    assert_eq!(
+        state().await,
+        (vec![0, 0], 0),
+        "nothing of the failed batch"
+    );
+
+    other.batch_execute("DROP TRIGGER refuse_b").unwrap();
+    store.record_clicks(batch().into(), &base()).await.unwrap();
+    assert_eq!(state().await, (vec![2, 2], 4), "the batch again, whole");
+}
+
 /// On SQLite, committed pages reach the database file through the store's checkpoint thread,
 /// long before the writer's own backstop threshold (10,000 pages) would copy them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
