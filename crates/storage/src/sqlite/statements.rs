@@ -276,7 +276,7 @@ pub(crate) const EXPORT_JOINS_LINKS: bool = false;
 
 /// How the flush's event insert begins. `OR FAIL` lets an error stop the statement without
 /// undoing the rows it already wrote, so SQLite keeps no statement journal (a copy of each page
-/// the statement changes first, a tenth of the flush's CPU with events over many links): the
+/// the statement changes first: 7 % of the flush's CPU with events over many links). The
 /// flush's transaction is rolled back whole on any error, so no partial statement survives.
 pub(crate) const INSERT_EVENTS: &str = "INSERT OR FAIL INTO";
 
