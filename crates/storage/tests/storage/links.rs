@@ -370,7 +370,8 @@ async fn a_click_batch_whose_events_fail_part_way_leaves_nothing() {
     let mut other = SqliteConnection::establish(db.url.trim_start_matches("sqlite://")).unwrap();
     other
         .batch_execute(&format!(
-            "CREATE TRIGGER refuse_b BEFORE INSERT ON click_events WHEN NEW.link_seq = {} \
+            "PRAGMA busy_timeout = 5000; \
+             CREATE TRIGGER refuse_b BEFORE INSERT ON click_events WHEN NEW.link_seq = {} \
              BEGIN SELECT RAISE(FAIL, 'refused'); END",
             b.counter.0
         ))
