@@ -430,9 +430,9 @@ impl ClickCounter {
             if part.is_empty() {
                 return Ok(());
             }
-            let pending = by_link(part);
-            let written = (self.write_part(store, base, webhooks, shared_limits, pending)).await;
-            written.map_err(|(_, e)| e)?;
+            self.write_part(store, base, webhooks, shared_limits, by_link(part))
+                .await
+                .map_err(|(_, e)| e)?;
             self.spill.written();
         }
     }

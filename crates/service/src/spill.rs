@@ -329,25 +329,25 @@ mod tests {
         assert_eq!(spill.waiting(), 0);
     }
 
+    /// Appends a line that is no click, counted as a click is (what a damaged disk leaves).
+    fn append_damaged(spill: &Spill, line: &[u8]) {
+        let mut appending = locked(&spill.appending);
+        appending.as_mut().unwrap().write_all(line).unwrap();
+        spill.waiting.fetch_add(1, Ordering::Relaxed);
+    }
+
     #[test]
     fn a_damaged_line_is_skipped_and_no_longer_waits() {
         let spill = Spill::new();
         let workspace = WorkspaceId::generate();
         spill.push(CounterKey(1), workspace, visit(1)).unwrap();
-        let mut appending = locked(&spill.appending);
-        let file = appending.as_mut().unwrap();
-        file.write_all(b"{\"counter\":\n").unwrap();
-        drop(appending);
-        spill.waiting.fetch_add(1, Ordering::Relaxed);
+        append_damaged(&spill, b"{\"counter\":\n");
         spill.push(CounterKey(3), workspace, visit(3)).unwrap();
         assert_eq!(read_all(&spill, 10), [vec![1, 3]]);
         assert_eq!(spill.waiting(), 0);
         // A file that ends in one, read after its last click was written.
         spill.push(CounterKey(4), workspace, visit(4)).unwrap();
-        let mut appending = locked(&spill.appending);
-        appending.as_mut().unwrap().write_all(b"}\n").unwrap();
-        drop(appending);
-        spill.waiting.fetch_add(1, Ordering::Relaxed);
+        append_damaged(&spill, b"}\n");
         assert_eq!(read_all(&spill, 1), [vec![4]]);
         assert_eq!(spill.waiting(), 0);
     }
