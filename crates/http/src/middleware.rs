@@ -60,24 +60,30 @@ pub async fn request_context(
     next: Next<impl MessageBody + 'static>,
 ) -> Result<ServiceResponse<impl MessageBody>, Error> {
     let id = request_id(&req);
+    let span = tracing::info_span!("request", id = id.to_str().unwrap_or("-"));
+    within_span(req, next, id).instrument(span).await
+}
+
+/// Everything [`request_context`] does for a request, run inside the request's span: every line
+/// logged here or by the services it calls carries the id.
+async fn within_span(
+    req: ServiceRequest,
+    next: Next<impl MessageBody + 'static>,
+    id: HeaderValue,
+) -> Result<ServiceResponse<impl MessageBody>, Error> {
     let api = req.path().starts_with(API_PREFIX);
     let at_info = api
         || req
             .app_data::<AccessLog>()
             .is_some_and(|a| a.redirects_at_info);
-    let span = tracing::info_span!("request", id = id.to_str().unwrap_or("-"));
     let started = Instant::now();
     let mut res = match head_limits::refusal(&req) {
         Some(refused) => {
-            span.in_scope(|| tracing::warn!(%refused, "request head refused"));
+            tracing::warn!(%refused, "request head refused");
             req.into_response(refused.error_response())
                 .map_into_right_body()
         }
-        None => next
-            .call(req)
-            .instrument(span.clone())
-            .await?
-            .map_into_left_body(),
+        None => next.call(req).await?.map_into_left_body(),
     };
     let decision = res.request().extensions().get::<Decision>().copied();
     let headers = res.headers_mut();
@@ -104,12 +110,10 @@ pub async fn request_context(
     let status = res.status().as_u16();
     let micros = elapsed.as_micros() as u64;
     let (method, path) = (res.request().method(), res.request().path());
-    span.in_scope(|| {
-        if at_info {
-            tracing::info!(%method, path, route, status, micros, "request handled");
-        } else {
-            tracing::debug!(%method, path, route, status, micros, "request handled");
-        }
-    });
+    if at_info {
+        tracing::info!(%method, path, route, status, micros, "request handled");
+    } else {
+        tracing::debug!(%method, path, route, status, micros, "request handled");
+    }
     Ok(res)
 }
