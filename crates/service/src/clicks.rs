@@ -816,7 +816,7 @@ mod tests {
         let counter = counter(true);
         let (a, b) = (target(1), target(2));
         let agent = |i: usize| Visit {
-            user_agent: Some(format!("agent {i}")),
+            user_agent: Some(format!("agent {i}").into()),
             ..click()
         };
         for i in 0..MAX_PENDING_DETAILS {
@@ -836,7 +836,7 @@ mod tests {
         let spilled = by_link(counter.spill.read_part(FLUSH_PART).unwrap());
         let seen: Vec<_> = (spilled.iter())
             .map(|l| {
-                let agents = l.visits.iter().map(|v| v.user_agent.clone().unwrap());
+                let agents = (l.visits.iter()).map(|v| v.user_agent.as_deref().unwrap().to_owned());
                 (l.counter, l.count, agents.collect::<Vec<_>>())
             })
             .collect();

@@ -40,7 +40,7 @@ struct Record {
     #[serde(skip_serializing_if = "Option::is_none")]
     referrer: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    user_agent: Option<String>,
+    user_agent: Option<Arc<str>>,
 }
 
 /// A click read back from the file.
@@ -231,7 +231,7 @@ mod tests {
             timestamp: Timestamp::from_unix_millis(1_800_000_000_000 + i),
             address: (i % 2 == 0).then(|| IpAddr::from([192, 0, 2, (i % 200) as u8])),
             referrer: Some(format!("https://example.com/{i}\n\"quoted\"")),
-            user_agent: (i % 3 == 0).then(|| "Mozilla/5.0 (X11; Linux x86_64)".to_owned()),
+            user_agent: (i % 3 == 0).then(|| "Mozilla/5.0 (X11; Linux x86_64)".into()),
         }
     }
 

@@ -18,7 +18,7 @@ use shortlink_domain::{RedirectRules, RedirectType, Timestamp, Visit};
 use shortlink_service::{ATTEMPT_WINDOW, Route, Unlock, Visitor};
 use shortlink_storage::RedirectTarget;
 
-use super::redirect::{header_text, is_bot};
+use super::redirect::{agent, header_text};
 use crate::client::client_address;
 use crate::error::ApiError;
 use crate::state::AppState;
@@ -81,13 +81,10 @@ pub(crate) async fn follow_rules(
             }
         }
     }
-    let crawler = is_bot(req);
-    let user_agent = req
-        .headers()
-        .get(header::USER_AGENT)
-        .and_then(|v| v.to_str().ok());
+    let agent = agent(req);
+    let crawler = agent.as_ref().is_some_and(|a| a.bot);
     let visitor = Visitor {
-        user_agent,
+        user_agent: agent.as_ref().map(|a| &*a.text),
         address: Some(address),
         crawler,
         counts: req.method() != Method::HEAD && !crawler,
@@ -113,7 +110,7 @@ pub(crate) async fn follow_rules(
                     timestamp: Timestamp::now(),
                     address: Some(address),
                     referrer: header_text(req, header::REFERER),
-                    user_agent: header_text(req, header::USER_AGENT),
+                    user_agent: agent.map(|a| a.text),
                 });
             }
             // After the form's POST, a 302 whatever the link's type: a 307 or 308 would make the

@@ -8,7 +8,7 @@
 //! code or a 404 anyway.
 
 use std::borrow::Cow;
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock};
 
 use actix_web::http::{Method, header};
 use actix_web::web::{Data, Payload};
@@ -22,9 +22,10 @@ use crate::state::AppState;
 /// clicks.
 static BOTS: LazyLock<isbot::Bots> = LazyLock::new(isbot::Bots::default);
 
-/// Verdicts for recently seen User-Agent strings. Traffic repeats a limited set of agents, and
-/// the bot patterns are one large regular expression (4 % of the server's CPU on the redirect).
-static BOT_VERDICTS: LazyLock<quick_cache::sync::Cache<Box<str>, bool>> =
+/// Recently seen User-Agent strings, with their verdicts. Traffic repeats a limited set of
+/// agents: the bot patterns are one large regular expression (4 % of the server's CPU on the
+/// redirect), and every click of a known agent shares its text instead of a copy of its own.
+static AGENTS: LazyLock<quick_cache::sync::Cache<Arc<str>, Agent>> =
     LazyLock::new(|| quick_cache::sync::Cache::new(4096));
 
 /// Longer agents are judged every time rather than remembered.
@@ -70,13 +71,16 @@ pub async fn redirect(
     let Some(target) = target else {
         return Ok(not_found_page());
     };
-    if req.method() == Method::GET && !is_bot(&req) {
-        state.service.record_click(&target, || Visit {
-            timestamp: Timestamp::now(),
-            address: Some(crate::client::client_address(&state, &req)),
-            referrer: header_text(&req, header::REFERER),
-            user_agent: header_text(&req, header::USER_AGENT),
-        });
+    if req.method() == Method::GET {
+        let agent = agent(&req);
+        if !agent.as_ref().is_some_and(|a| a.bot) {
+            state.service.record_click(&target, || Visit {
+                timestamp: Timestamp::now(),
+                address: Some(crate::client::client_address(&state, &req)),
+                referrer: header_text(&req, header::REFERER),
+                user_agent: agent.map(|a| a.text),
+            });
+        }
     }
     Ok(HttpResponse::Found()
         .insert_header((
@@ -97,23 +101,29 @@ fn single_segment(path: &str) -> Option<Cow<'_, str>> {
     Some(percent_encoding::percent_decode_str(segment).decode_utf8_lossy())
 }
 
-/// Whether the request comes from a known bot or link-preview crawler.
-pub(super) fn is_bot(req: &HttpRequest) -> bool {
-    let Some(agent) = req
-        .headers()
-        .get(header::USER_AGENT)
-        .and_then(|ua| ua.to_str().ok())
-    else {
-        return false;
+/// A request's `User-Agent` as a click keeps it, and whether it is a known bot's.
+#[derive(Debug, Clone)]
+pub(super) struct Agent {
+    /// At most [`MAX_HEADER_TEXT`] bytes of the header.
+    pub text: Arc<str>,
+    /// A known bot or link-preview crawler (Slack, WhatsApp, …): its fetches are not clicks.
+    pub bot: bool,
+}
+
+/// The request's `User-Agent`, if it has one in visible ASCII (what [`header_text`] keeps).
+pub(super) fn agent(req: &HttpRequest) -> Option<Agent> {
+    let value = req.headers().get(header::USER_AGENT)?.to_str().ok()?;
+    if let Some(known) = AGENTS.get(value) {
+        return Some(known);
+    }
+    let agent = Agent {
+        text: value[..value.len().min(MAX_HEADER_TEXT)].into(),
+        bot: BOTS.is_bot(value),
     };
-    if let Some(verdict) = BOT_VERDICTS.get(agent) {
-        return verdict;
+    if value.len() <= MAX_REMEMBERED_AGENT {
+        AGENTS.insert(agent.text.clone(), agent.clone());
     }
-    let verdict = BOTS.is_bot(agent);
-    if agent.len() <= MAX_REMEMBERED_AGENT {
-        BOT_VERDICTS.insert(agent.into(), verdict);
-    }
-    verdict
+    Some(agent)
 }
 
 /// Longest header text a click keeps: the whole `Referer` an event keeps (the contract's 2,048
@@ -133,7 +143,44 @@ mod tests {
     use actix_web::http::header::{HeaderValue, REFERER, USER_AGENT};
     use actix_web::test::TestRequest;
 
-    use super::{MAX_HEADER_TEXT, header_text};
+    use super::{MAX_HEADER_TEXT, agent, header_text};
+
+    fn with_agent(value: &[u8]) -> actix_web::HttpRequest {
+        let value = HeaderValue::from_bytes(value).expect("a value");
+        TestRequest::default()
+            .insert_header((USER_AGENT, value))
+            .to_http_request()
+    }
+
+    #[test]
+    fn clicks_of_a_known_agent_share_its_text_and_verdict() {
+        let firefox = b"Mozilla/5.0 (X11; Linux x86_64; rv:127.0) Gecko/20100101 Firefox/127.0";
+        let first = agent(&with_agent(firefox)).expect("an agent");
+        let again = agent(&with_agent(firefox)).expect("an agent");
+        assert_eq!(
+            (&*first.text, first.bot),
+            (std::str::from_utf8(firefox).unwrap(), false)
+        );
+        assert!(
+            std::sync::Arc::ptr_eq(&first.text, &again.text),
+            "one text, shared"
+        );
+
+        let slack = agent(&with_agent(
+            b"Slackbot-LinkExpanding 1.0 (+https://api.slack.com/robots)",
+        ));
+        assert!(slack.expect("an agent").bot);
+
+        let long = "a".repeat(MAX_HEADER_TEXT) + "bcd";
+        let kept = agent(&with_agent(long.as_bytes())).expect("an agent");
+        assert_eq!(&*kept.text, &long[..MAX_HEADER_TEXT]);
+
+        assert!(
+            agent(&with_agent(b"caf\xc3\xa9")).is_none(),
+            "not visible ASCII"
+        );
+        assert!(agent(&TestRequest::default().to_http_request()).is_none());
+    }
 
     #[test]
     fn header_text_keeps_a_bounded_prefix_of_visible_ascii_only() {
