@@ -836,11 +836,11 @@ mod tests {
         let spilled = by_link(counter.spill.read_part(FLUSH_PART).unwrap());
         let seen: Vec<_> = (spilled.iter())
             .map(|l| {
-                let agents = (l.visits.iter()).map(|v| v.user_agent.as_deref().unwrap().to_owned());
+                let agents = l.visits.iter().map(|v| v.user_agent.clone().unwrap());
                 (l.counter, l.count, agents.collect::<Vec<_>>())
             })
             .collect();
-        let after = |i: usize| format!("agent {}", MAX_PENDING_DETAILS + i);
+        let after = |i: usize| Arc::<str>::from(format!("agent {}", MAX_PENDING_DETAILS + i));
         assert_eq!(
             seen,
             [

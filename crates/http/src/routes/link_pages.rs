@@ -82,9 +82,9 @@ pub(crate) async fn follow_rules(
         }
     }
     let agent = agent(req);
-    let crawler = agent.as_ref().is_some_and(|a| a.bot);
+    let crawler = agent.bot;
     let visitor = Visitor {
-        user_agent: agent.as_ref().map(|a| &*a.text),
+        user_agent: agent.text.as_deref(),
         address: Some(address),
         crawler,
         counts: req.method() != Method::HEAD && !crawler,
@@ -110,7 +110,7 @@ pub(crate) async fn follow_rules(
                     timestamp: Timestamp::now(),
                     address: Some(address),
                     referrer: header_text(req, header::REFERER),
-                    user_agent: agent.map(|a| a.text),
+                    user_agent: agent.text,
                 });
             }
             // After the form's POST, a 302 whatever the link's type: a 307 or 308 would make the

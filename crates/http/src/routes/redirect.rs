@@ -73,12 +73,12 @@ pub async fn redirect(
     };
     if req.method() == Method::GET {
         let agent = agent(&req);
-        if !agent.as_ref().is_some_and(|a| a.bot) {
+        if !agent.bot {
             state.service.record_click(&target, || Visit {
                 timestamp: Timestamp::now(),
                 address: Some(crate::client::client_address(&state, &req)),
                 referrer: header_text(&req, header::REFERER),
-                user_agent: agent.map(|a| a.text),
+                user_agent: agent.text,
             });
         }
     }
@@ -102,40 +102,52 @@ fn single_segment(path: &str) -> Option<Cow<'_, str>> {
 }
 
 /// A request's `User-Agent` as a click keeps it, and whether it is a known bot's.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub(super) struct Agent {
-    /// At most [`MAX_HEADER_TEXT`] bytes of the header.
-    pub text: Arc<str>,
+    /// At most [`MAX_HEADER_TEXT`] bytes of the header; `None` without one in visible ASCII.
+    pub text: Option<Arc<str>>,
     /// A known bot or link-preview crawler (Slack, WhatsApp, …): its fetches are not clicks.
     pub bot: bool,
 }
 
-/// The request's `User-Agent`, if it has one in visible ASCII (what [`header_text`] keeps).
-pub(super) fn agent(req: &HttpRequest) -> Option<Agent> {
-    let value = req.headers().get(header::USER_AGENT)?.to_str().ok()?;
+/// The request's `User-Agent`: its text as [`header_text`] keeps it, and its verdict.
+pub(super) fn agent(req: &HttpRequest) -> Agent {
+    let Some(value) = header_str(req, header::USER_AGENT) else {
+        return Agent::default();
+    };
     if let Some(known) = AGENTS.get(value) {
-        return Some(known);
+        return known;
     }
+    let text: Arc<str> = bounded(value).into();
     let agent = Agent {
-        text: value[..value.len().min(MAX_HEADER_TEXT)].into(),
+        text: Some(text.clone()),
         bot: BOTS.is_bot(value),
     };
     if value.len() <= MAX_REMEMBERED_AGENT {
-        AGENTS.insert(agent.text.clone(), agent.clone());
+        AGENTS.insert(text, agent.clone());
     }
-    Some(agent)
+    agent
 }
 
 /// Longest header text a click keeps: the whole `Referer` an event keeps (the contract's 2,048
 /// characters), and the `User-Agent` sent to webhooks is held to the same.
 const MAX_HEADER_TEXT: usize = shortlink_analytics::MAX_REFERRER_URL;
 
-/// A header's text, at most [`MAX_HEADER_TEXT`] bytes. `to_str` accepts visible ASCII only, so
-/// any byte is a character boundary, and the text is copied at once (collecting it character by
+/// A header's text, at most [`MAX_HEADER_TEXT`] bytes, copied at once (collecting it character by
 /// character was 2 % of the server's CPU on a redirect).
 pub(super) fn header_text(req: &HttpRequest, name: header::HeaderName) -> Option<String> {
-    let value = req.headers().get(name)?.to_str().ok()?;
-    Some(value[..value.len().min(MAX_HEADER_TEXT)].to_owned())
+    header_str(req, name).map(|value| bounded(value).to_owned())
+}
+
+/// A header's whole value, if it is visible ASCII (`to_str` accepts nothing else).
+fn header_str(req: &HttpRequest, name: header::HeaderName) -> Option<&str> {
+    req.headers().get(name)?.to_str().ok()
+}
+
+/// The first [`MAX_HEADER_TEXT`] bytes of a header's visible-ASCII value: any byte of it is a
+/// character boundary.
+fn bounded(value: &str) -> &str {
+    &value[..value.len().min(MAX_HEADER_TEXT)]
 }
 
 #[cfg(test)]
@@ -155,31 +167,37 @@ mod tests {
     #[test]
     fn clicks_of_a_known_agent_share_its_text_and_verdict() {
         let firefox = b"Mozilla/5.0 (X11; Linux x86_64; rv:127.0) Gecko/20100101 Firefox/127.0";
-        let first = agent(&with_agent(firefox)).expect("an agent");
-        let again = agent(&with_agent(firefox)).expect("an agent");
+        let first = agent(&with_agent(firefox));
+        let again = agent(&with_agent(firefox));
         assert_eq!(
-            (&*first.text, first.bot),
-            (std::str::from_utf8(firefox).unwrap(), false)
+            (first.text.as_deref(), first.bot),
+            (Some(std::str::from_utf8(firefox).unwrap()), false)
         );
         assert!(
-            std::sync::Arc::ptr_eq(&first.text, &again.text),
+            std::sync::Arc::ptr_eq(&first.text.unwrap(), &again.text.unwrap()),
             "one text, shared"
         );
 
         let slack = agent(&with_agent(
             b"Slackbot-LinkExpanding 1.0 (+https://api.slack.com/robots)",
         ));
-        assert!(slack.expect("an agent").bot);
+        assert!(slack.bot);
 
         let long = "a".repeat(MAX_HEADER_TEXT) + "bcd";
-        let kept = agent(&with_agent(long.as_bytes())).expect("an agent");
-        assert_eq!(&*kept.text, &long[..MAX_HEADER_TEXT]);
+        let kept = agent(&with_agent(long.as_bytes()));
+        assert_eq!(kept.text.as_deref(), Some(&long[..MAX_HEADER_TEXT]));
 
-        assert!(
-            agent(&with_agent(b"caf\xc3\xa9")).is_none(),
-            "not visible ASCII"
-        );
-        assert!(agent(&TestRequest::default().to_http_request()).is_none());
+        for none in [
+            with_agent(b"caf\xc3\xa9"),
+            TestRequest::default().to_http_request(),
+        ] {
+            let agent = agent(&none);
+            assert_eq!(
+                (agent.text, agent.bot),
+                (None, false),
+                "no visible-ASCII agent"
+            );
+        }
     }
 
     #[test]
