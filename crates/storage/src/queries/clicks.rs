@@ -7,7 +7,9 @@ use diesel::prelude::*;
 use diesel_async::{AsyncConnection, RunQueryDsl};
 use shortlink_domain::{BaseUrl, ClickInfo, Event, EventKind, Timestamp};
 
-use super::{Conn, count_clicks, insert_click_events, mark_late_days_stale, outbox};
+use super::{
+    Conn, count_clicks, insert_click_events, lock_for_writing, mark_late_days_stale, outbox,
+};
 use crate::StorageError;
 use crate::hooks::Hooks;
 use crate::model::{ClickBatch, LinkClicks};
@@ -35,6 +37,9 @@ pub(crate) async fn record_clicks(
         .collect();
     counts.sort_unstable();
     c.transaction(async |c| -> Result<(), StorageError> {
+        // Before the subscriptions are read, which comes first when there are no events to
+        // write (see `lock_for_writing`).
+        lock_for_writing(c).await?;
         if batch.events {
             insert_click_events(c, batch).await?;
             mark_late_days_stale(c, batch).await?;

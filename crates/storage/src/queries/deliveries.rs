@@ -118,6 +118,8 @@ pub(crate) async fn record_attempts(
         .map(<[_]>::to_vec)
         .collect();
     c.transaction(async |c| -> Result<(), StorageError> {
+        // Before the endpoints' counts of failures are read (see `lock_for_writing`).
+        lock_for_writing(c).await?;
         let mut rows = Vec::with_capacity(attempts.len());
         for attempts in endpoints {
             let webhook = attempts[0].webhook_id.to_string();

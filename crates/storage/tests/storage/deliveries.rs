@@ -323,6 +323,77 @@ async fn a_claim_waits_for_another_connections_write_instead_of_failing() {
     assert_eq!(claimed.unwrap().len(), 1);
 }
 
+/// On SQLite, recording attempts (which reads each endpoint's count of failures, then writes)
+/// waits for another connection's write and then goes through. Had it read first, a write in
+/// between (the checkpointer restarting the log does one under a burst of deliveries) would fail
+/// the record at once ("database is locked"), and its deliveries would be sent again when their
+/// leases ran out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recording_attempts_waits_for_another_connections_write_instead_of_failing() {
+    let db = TestDatabase::sqlite();
+    let store = db.store().await;
+    let acme = workspace(&store, "acme").await;
+    let hook = webhook(&store, &acme, &[EventKind::LinkCreated]).await;
+    create(&store, new_link(&acme, Some("a"), "https://example.com/")).await;
+    let claimed = store
+        .claim_due(Timestamp::now(), 10, later())
+        .await
+        .unwrap();
+    assert_eq!(claimed.len(), 1);
+
+    let other = write_elsewhere(&db, Duration::from_millis(300));
+    let recorded = store
+        .record_attempts(&[AttemptRecord {
+            event_id: claimed[0].delivery.event_id,
+            webhook_id: hook.id,
+            started_at: Timestamp::now(),
+            duration_ms: 1,
+            status_code: Some(204),
+            error: None,
+            next: NextStep::Delivered,
+        }])
+        .await;
+    other.join().unwrap();
+    recorded.unwrap();
+    let deliveries = store.list_deliveries(acme.id, hook.id, 10).await.unwrap();
+    let states: Vec<_> = deliveries.unwrap().iter().map(|d| d.state).collect();
+    assert_eq!(states, [DeliveryState::Delivered]);
+}
+
+/// On SQLite, a batch of clicks without analytics events (whose transaction reads the
+/// subscriptions before it writes anything) waits for another connection's write and then
+/// counts, instead of failing at once and leaving its clicks to the next flush.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clicks_without_events_wait_for_another_connections_write_instead_of_failing() {
+    let db = TestDatabase::sqlite();
+    let store = db.store().await;
+    let acme = workspace(&store, "acme").await;
+    let hook = webhook(&store, &acme, &[EventKind::LinkClicked]).await;
+    create(&store, new_link(&acme, Some("a"), "https://example.com/")).await;
+    let counter = store
+        .resolve(base().domain(), "a")
+        .await
+        .unwrap()
+        .unwrap()
+        .counter;
+    let batch = ClickBatch {
+        links: vec![LinkClicks {
+            counter,
+            workspace_id: acme.id,
+            count: 2,
+            clicks: Vec::new(),
+        }],
+        events: false,
+    };
+
+    let other = write_elsewhere(&db, Duration::from_millis(300));
+    let recorded = store.record_clicks(batch.into(), &base()).await;
+    other.join().unwrap();
+    recorded.unwrap();
+    let deliveries = store.list_deliveries(acme.id, hook.id, 10).await.unwrap();
+    assert_eq!(deliveries.unwrap().len(), 2, "a link.clicked per click");
+}
+
 each_backend!(
     delivery_pages_cover_every_delivery_once_newest_first,
     |store| {
