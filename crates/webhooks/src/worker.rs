@@ -265,16 +265,29 @@ async fn deliver(
     } else {
         schedule.next_step(attempts_made, Timestamp::now())
     };
-    tracing::info!(
-        event_id = %delivery.event_id,
-        webhook_id = %delivery.webhook_id,
-        attempt = attempts_made,
-        status = attempt.outcome.status_code(),
-        error = attempt.outcome.error(),
-        duration_ms = attempt.duration_ms,
-        next = ?next,
-        "webhook attempt"
-    );
+    // A delivered attempt is logged at `debug`: its line would be the volume of the traffic
+    // itself (a `link.clicked` delivery per click), and the deliveries list keeps its outcome.
+    // An attempt that failed says what needs attention.
+    if attempt.outcome.is_success() {
+        tracing::debug!(
+            event_id = %delivery.event_id,
+            webhook_id = %delivery.webhook_id,
+            attempt = attempts_made,
+            duration_ms = attempt.duration_ms,
+            "webhook delivered"
+        );
+    } else {
+        tracing::info!(
+            event_id = %delivery.event_id,
+            webhook_id = %delivery.webhook_id,
+            attempt = attempts_made,
+            status = attempt.outcome.status_code(),
+            error = attempt.outcome.error(),
+            duration_ms = attempt.duration_ms,
+            next = ?next,
+            "webhook attempt failed"
+        );
+    }
     if let Some(observe) = &observer {
         observe(&next);
     }
