@@ -43,6 +43,30 @@ fn later() -> Timestamp {
     Timestamp::now().plus(Duration::from_secs(60))
 }
 
+/// `count` clicks on the link `code` of `ws`, the first of them with `clicks`' details, without
+/// analytics events, as the flush hands them to the store.
+async fn clicks_on(
+    store: &Store,
+    ws: &Workspace,
+    code: &str,
+    count: u64,
+    clicks: Vec<ClickEvent>,
+) -> ClickBatch {
+    let counter = (store.resolve(base().domain(), code).await)
+        .unwrap()
+        .unwrap()
+        .counter;
+    ClickBatch {
+        links: vec![LinkClicks {
+            counter,
+            workspace_id: ws.id,
+            count,
+            clicks,
+        }],
+        events: false,
+    }
+}
+
 each_backend!(
     events_reach_subscribed_endpoints_of_their_workspace_only,
     as_server,
@@ -67,21 +91,7 @@ each_backend!(
             },
             visitor: 1,
         };
-        let counter = store
-            .resolve(base().domain(), "x")
-            .await
-            .unwrap()
-            .unwrap()
-            .counter;
-        let batch = ClickBatch {
-            links: vec![LinkClicks {
-                counter,
-                workspace_id: acme.id,
-                count: 2,
-                clicks: vec![click],
-            }],
-            events: false,
-        };
+        let batch = clicks_on(&store, &acme, "x", 2, vec![click]).await;
         store.record_clicks(batch.into(), &base()).await.unwrap();
 
         let on_created = store
@@ -370,21 +380,7 @@ async fn clicks_without_events_wait_for_another_connections_write_instead_of_fai
     let acme = workspace(&store, "acme").await;
     let hook = webhook(&store, &acme, &[EventKind::LinkClicked]).await;
     create(&store, new_link(&acme, Some("a"), "https://example.com/")).await;
-    let counter = store
-        .resolve(base().domain(), "a")
-        .await
-        .unwrap()
-        .unwrap()
-        .counter;
-    let batch = ClickBatch {
-        links: vec![LinkClicks {
-            counter,
-            workspace_id: acme.id,
-            count: 2,
-            clicks: Vec::new(),
-        }],
-        events: false,
-    };
+    let batch = clicks_on(&store, &acme, "a", 2, Vec::new()).await;
 
     let other = write_elsewhere(&db, Duration::from_millis(300));
     let recorded = store.record_clicks(batch.into(), &base()).await;
@@ -583,25 +579,13 @@ each_backend!(
             new_link(&acme, Some("busy"), "https://example.com/"),
         )
         .await;
-        let counter = (store.resolve(base().domain(), "busy").await)
-            .unwrap()
-            .unwrap()
-            .counter;
         // More events than are made at once, more rows than one insert takes.
         let clicks = 1_201;
         let click = ClickEvent {
             click: ClickInfo::bare(Timestamp::now()),
             visitor: 1,
         };
-        let batch = ClickBatch {
-            links: vec![LinkClicks {
-                counter,
-                workspace_id: acme.id,
-                count: clicks,
-                clicks: vec![click; 1_000],
-            }],
-            events: false,
-        };
+        let batch = clicks_on(&store, &acme, "busy", clicks, vec![click; 1_000]).await;
         store.record_clicks(batch.into(), &base()).await.unwrap();
         assert_eq!(store.pending_deliveries().await.unwrap(), 2 * clicks);
         // An endpoint's deletion takes its deliveries with it, and only its own.
