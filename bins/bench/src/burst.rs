@@ -83,6 +83,9 @@ async fn on(
     let started = Instant::now();
     burst(addr, &code).await?;
     let ended = Instant::now();
+    // A fresh connection: the seeding one sat idle through the burst, which can outlast the
+    // server's keep-alive (5 s), and a request on a connection the server just closed fails.
+    let mut api = ApiClient::open(addr, &key).await?;
     while api.clicks(&code).await? < CLICKS as u64 {
         if ended.elapsed() > GIVE_UP {
             bail!("the burst's clicks did not show within {GIVE_UP:?}");
