@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use futures_util::FutureExt;
 use shortlink_domain::{AttemptRecord, ClaimedDelivery, DeliveryQueue, NextStep, Timestamp};
-use tokio::sync::Notify;
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::task::{JoinError, JoinSet};
 use tokio::time::{Instant, sleep_until};
 
@@ -152,8 +152,9 @@ impl<Q: DeliveryQueue> DeliveryWorker<Q> {
         // transaction then serves several attempts.
         let claim_at = (concurrency / 4).max(1);
         let schedule = Arc::new(config.schedule);
+        let unrecorded = Arc::new(Semaphore::new(concurrency + RECORD_BATCH));
         let (records, recorded) = tokio::sync::mpsc::unbounded_channel();
-        let recorder = tokio::spawn(record(queue.clone(), recorded));
+        let recorder = tokio::spawn(record(queue.clone(), recorded, wake.clone()));
         let mut shutdown = std::pin::pin!(shutdown);
         let mut in_flight: JoinSet<()> = JoinSet::new();
         let mut stopping = false;
@@ -168,7 +169,9 @@ impl<Q: DeliveryQueue> DeliveryWorker<Q> {
             while let Some(done) = in_flight.try_join_next() {
                 log_panic(done);
             }
-            let free = concurrency.saturating_sub(in_flight.len());
+            let free = concurrency
+                .saturating_sub(in_flight.len())
+                .min(unrecorded.available_permits());
             if claim_now && (free >= claim_at || (free > 0 && in_flight.is_empty())) {
                 claim_now = false;
                 next_poll = Instant::now() + config.poll_interval;
@@ -182,16 +185,21 @@ impl<Q: DeliveryQueue> DeliveryWorker<Q> {
                         // `stopping` is false here: the loop ends as soon as it is set.
                         stopping = shutdown.as_mut().now_or_never().is_some();
                         for claimed in batch {
-                            if stopping {
-                                release(&queue, &claimed).await;
-                            } else {
-                                in_flight.spawn(deliver(
-                                    records.clone(),
-                                    sender.clone(),
-                                    Arc::clone(&schedule),
-                                    observer.clone(),
-                                    claimed,
-                                ));
+                            // No more was claimed than there were permits, and only this loop
+                            // takes them: one is always there.
+                            let permit = Arc::clone(&unrecorded).try_acquire_owned();
+                            match (stopping, permit) {
+                                (false, Ok(permit)) => {
+                                    in_flight.spawn(deliver(
+                                        records.clone(),
+                                        permit,
+                                        sender.clone(),
+                                        Arc::clone(&schedule),
+                                        observer.clone(),
+                                        claimed,
+                                    ));
+                                }
+                                _ => release(&queue, &claimed).await,
                             }
                         }
                     }
@@ -247,9 +255,18 @@ impl<Q: DeliveryQueue> DeliveryWorker<Q> {
 /// Most attempts recorded in one transaction.
 const RECORD_BATCH: usize = 256;
 
-/// One attempt; its record goes to the recorder.
+/// An attempt's record on its way to the recorder, with the permit its attempt took from the
+/// worker's bound on attempts not yet recorded (`concurrency + RECORD_BATCH`). A delivery stays
+/// leased and pending until its record commits, and every claim's scan passes over such rows:
+/// a worker that ran ahead of its recorder (the database slowed by a burst of clicks) left
+/// thousands of them, and each claim grew slower the further it got ahead. Bounded, the worker
+/// waits for its records instead; the recorder wakes it after each write.
+type Unrecorded = (AttemptRecord, OwnedSemaphorePermit);
+
+/// One attempt; its record goes to the recorder, holding `permit` until it is written.
 async fn deliver(
-    records: UnboundedSender<AttemptRecord>,
+    records: UnboundedSender<Unrecorded>,
+    permit: OwnedSemaphorePermit,
     sender: WebhookSender,
     schedule: Arc<RetrySchedule>,
     observer: Option<AttemptObserver>,
@@ -293,15 +310,20 @@ async fn deliver(
     }
     // The recorder outlives every attempt: it stops once the worker dropped its sender, after
     // the last attempt ended.
-    let _ = records.send(attempt.into_record(delivery, next));
+    let _ = records.send((attempt.into_record(delivery, next), permit));
 }
 
 /// Writes attempts' records as they come, each write taking every record that arrived while
 /// the last one ran (a group commit: one transaction for many attempts), until the worker and
 /// its attempts have dropped their senders.
-async fn record<Q: DeliveryQueue>(queue: Q, mut records: UnboundedReceiver<AttemptRecord>) {
-    let mut batch = Vec::with_capacity(RECORD_BATCH);
-    while records.recv_many(&mut batch, RECORD_BATCH).await > 0 {
+async fn record<Q: DeliveryQueue>(
+    queue: Q,
+    mut records: UnboundedReceiver<Unrecorded>,
+    wake: WakeHandle,
+) {
+    let mut received = Vec::with_capacity(RECORD_BATCH);
+    while records.recv_many(&mut received, RECORD_BATCH).await > 0 {
+        let (batch, permits): (Vec<AttemptRecord>, Vec<_>) = received.drain(..).unzip();
         if let Err(e) = queue.record_attempts(&batch).await {
             // Their leases run out and the deliveries come due again, so they are sent once
             // more: at-least-once, which receivers handle by de-duplicating on webhook-id.
@@ -311,7 +333,9 @@ async fn record<Q: DeliveryQueue>(queue: Q, mut records: UnboundedReceiver<Attem
                 "cannot record webhook attempts; they will be retried when their leases end"
             );
         }
-        batch.clear();
+        // Written (or given up on: their leases end): the worker may claim in their place.
+        drop(permits);
+        wake.wake();
     }
 }
 

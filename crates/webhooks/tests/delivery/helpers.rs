@@ -223,6 +223,7 @@ pub struct MemoryQueue {
     claims: Arc<AtomicUsize>,
     failing_claims: Arc<AtomicUsize>,
     claim_gate: Option<Arc<Semaphore>>,
+    record_gate: Option<Arc<Semaphore>>,
     claim_entered: Arc<Notify>,
 }
 
@@ -251,6 +252,12 @@ impl MemoryQueue {
     /// Every claim waits for a permit of `gate` after it has taken its deliveries.
     pub fn with_claim_gate(mut self, gate: Arc<Semaphore>) -> Self {
         self.claim_gate = Some(gate);
+        self
+    }
+
+    /// Every record of attempts waits for a permit of `gate` before it writes them.
+    pub fn with_record_gate(mut self, gate: Arc<Semaphore>) -> Self {
+        self.record_gate = Some(gate);
         self
     }
 
@@ -333,6 +340,9 @@ impl DeliveryQueue for MemoryQueue {
     }
 
     async fn record_attempts(&self, attempts: &[AttemptRecord]) -> Result<(), Unavailable> {
+        if let Some(gate) = &self.record_gate {
+            gate.acquire().await.unwrap().forget();
+        }
         let mut state = self.state.lock().unwrap();
         for attempt in attempts {
             state.records.push(attempt.clone());

@@ -240,6 +240,53 @@ async fn what_was_claimed_while_stopping_is_released_not_sent() {
     assert_eq!(queue.delivery(id).state, DeliveryState::Pending);
 }
 
+/// Attempts that ended wait for their records before others start, beyond a bound of the
+/// concurrency plus one record's batch (256): their deliveries stay leased until recorded, and
+/// a worker that ran ahead of a slow database left every claim to scan past thousands of them.
+#[tokio::test]
+async fn runs_no_further_ahead_of_its_records_than_its_bound() {
+    let gate = Arc::new(Semaphore::new(0));
+    let receiver = Receiver::start(Behaviour::Status(200));
+    let queue = MemoryQueue::new().with_record_gate(Arc::clone(&gate));
+    let ids: Vec<_> = (0..300)
+        .map(|_| {
+            let c = claimed(&receiver.url("/"));
+            let id = c.delivery.event_id;
+            queue.push(c);
+            id
+        })
+        .collect();
+    let worker = start(
+        &queue,
+        WorkerConfig {
+            concurrency: 4,
+            ..config("1s")
+        },
+    );
+
+    let bound = 4 + 256;
+    receiver.wait_for(bound, WITHIN).await;
+    assert!(
+        tokio::time::timeout(
+            Duration::from_millis(300),
+            receiver.wait_for(bound + 1, WITHIN)
+        )
+        .await
+        .is_err(),
+        "an attempt started beyond the bound while nothing was recorded"
+    );
+
+    gate.add_permits(1_000);
+    eventually("every delivery", WITHIN, || {
+        ids.iter()
+            .all(|id| queue.delivery(*id).state == DeliveryState::Delivered)
+            .then_some(())
+    })
+    .await;
+    assert_eq!(receiver.received().len(), 300);
+    worker.stop().await;
+}
+
 #[tokio::test]
 async fn runs_no_more_attempts_at_once_than_its_concurrency() {
     let gate = Arc::new(Semaphore::new(0));
