@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use shortlink_domain::{DeliveryState, NextStep};
+use shortlink_domain::{DeliveryState, MessageId, NextStep};
 use shortlink_webhooks::{
     DEFAULT_TOLERANCE, DeliveryWorker, HEADER_ID, RetrySchedule, WakeHandle, WorkerConfig, verify,
 };
@@ -240,6 +240,28 @@ async fn what_was_claimed_while_stopping_is_released_not_sent() {
     assert_eq!(queue.delivery(id).state, DeliveryState::Pending);
 }
 
+/// `n` deliveries to `receiver`, queued; their event ids.
+fn queue_deliveries(queue: &MemoryQueue, receiver: &Receiver, n: usize) -> Vec<MessageId> {
+    (0..n)
+        .map(|_| {
+            let c = claimed(&receiver.url("/"));
+            let id = c.delivery.event_id;
+            queue.push(c);
+            id
+        })
+        .collect()
+}
+
+/// Waits until every one of `ids` is delivered.
+async fn all_delivered(queue: &MemoryQueue, ids: &[MessageId]) {
+    eventually("every delivery", WITHIN, || {
+        ids.iter()
+            .all(|id| queue.delivery(*id).state == DeliveryState::Delivered)
+            .then_some(())
+    })
+    .await;
+}
+
 /// Attempts that ended wait for their records before others start, beyond a bound of the
 /// concurrency plus one record's batch (256): their deliveries stay leased until recorded, and
 /// a worker that ran ahead of a slow database left every claim to scan past thousands of them.
@@ -248,14 +270,7 @@ async fn runs_no_further_ahead_of_its_records_than_its_bound() {
     let gate = Arc::new(Semaphore::new(0));
     let receiver = Receiver::start(Behaviour::Status(200));
     let queue = MemoryQueue::new().with_record_gate(Arc::clone(&gate));
-    let ids: Vec<_> = (0..300)
-        .map(|_| {
-            let c = claimed(&receiver.url("/"));
-            let id = c.delivery.event_id;
-            queue.push(c);
-            id
-        })
-        .collect();
+    let ids = queue_deliveries(&queue, &receiver, 300);
     let worker = start(
         &queue,
         WorkerConfig {
@@ -277,12 +292,7 @@ async fn runs_no_further_ahead_of_its_records_than_its_bound() {
     );
 
     gate.add_permits(1_000);
-    eventually("every delivery", WITHIN, || {
-        ids.iter()
-            .all(|id| queue.delivery(*id).state == DeliveryState::Delivered)
-            .then_some(())
-    })
-    .await;
+    all_delivered(&queue, &ids).await;
     assert_eq!(receiver.received().len(), 300);
     worker.stop().await;
 }
@@ -292,14 +302,7 @@ async fn runs_no_more_attempts_at_once_than_its_concurrency() {
     let gate = Arc::new(Semaphore::new(0));
     let receiver = Receiver::start(Behaviour::Gated(Arc::clone(&gate)));
     let queue = MemoryQueue::new();
-    let ids: Vec<_> = (0..5)
-        .map(|_| {
-            let c = claimed(&receiver.url("/"));
-            let id = c.delivery.event_id;
-            queue.push(c);
-            id
-        })
-        .collect();
+    let ids = queue_deliveries(&queue, &receiver, 5);
     let worker = start(
         &queue,
         WorkerConfig {
@@ -319,12 +322,7 @@ async fn runs_no_more_attempts_at_once_than_its_concurrency() {
     assert_eq!(receiver.received().len(), 2);
 
     gate.add_permits(5);
-    eventually("every delivery", WITHIN, || {
-        ids.iter()
-            .all(|id| queue.delivery(*id).state == DeliveryState::Delivered)
-            .then_some(())
-    })
-    .await;
+    all_delivered(&queue, &ids).await;
     assert_eq!(receiver.received().len(), 5);
     worker.stop().await;
 }
