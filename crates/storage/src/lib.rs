@@ -14,6 +14,7 @@ mod store;
 mod stored_options;
 #[cfg(feature = "testing")]
 pub mod testing;
+mod transaction;
 
 pub use error::StorageError;
 pub use idempotency::{

@@ -1,7 +1,7 @@
 //! The queries, compiled for PostgreSQL, and the few statements whose SQL differs by backend.
 
 use diesel::prelude::*;
-use diesel_async::RunQueryDsl;
+use diesel_async::{AsyncConnection, RunQueryDsl};
 
 use tokio::sync::RwLock;
 
@@ -9,6 +9,7 @@ use crate::StorageError;
 use crate::hooks::{Hooks, Lookup};
 use crate::rows::{AttemptRow, DeliveryRow, NewLinkRow, RollupRow};
 use crate::schema::links;
+use crate::transaction::TransactionBody;
 
 /// The connection type the queries are compiled for here.
 pub(crate) type Conn = diesel_async::AsyncPgConnection;
@@ -39,10 +40,19 @@ pub(crate) async fn lock_due(
         .await
 }
 
-/// Nothing to take: PostgreSQL's row locks order the writes of a transaction that reads first
-/// (SQLite's takes the file's write lock here).
-pub(crate) async fn lock_for_writing(_c: &mut Conn) -> QueryResult<()> {
-    Ok(())
+/// Runs `f` in a transaction that writes: a plain one, since PostgreSQL's row locks order the
+/// writes of a transaction that reads first (SQLite's takes the file's write lock first).
+pub(crate) fn write_transaction<'a, 'conn, R, E, F>(
+    c: &'conn mut Conn,
+    f: F,
+) -> impl Future<Output = Result<R, E>> + Send + 'conn
+where
+    for<'r> F: TransactionBody<&'r mut Conn, Result<R, E>, Fut: Send> + Send + 'a,
+    E: From<diesel::result::Error> + Send + 'a,
+    R: Send + 'a,
+    'a: 'conn,
+{
+    c.transaction(f)
 }
 
 /// Takes a key-share lock on an endpoint's row before its deliveries are touched: one lock order,

@@ -4,11 +4,11 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use diesel::prelude::*;
-use diesel_async::{AsyncConnection, RunQueryDsl};
+use diesel_async::RunQueryDsl;
 use shortlink_domain::{BaseUrl, ClickInfo, Event, EventKind, Timestamp};
 
 use super::{
-    Conn, count_clicks, insert_click_events, lock_for_writing, mark_late_days_stale, outbox,
+    Conn, count_clicks, insert_click_events, mark_late_days_stale, outbox, write_transaction,
 };
 use crate::StorageError;
 use crate::hooks::Hooks;
@@ -36,10 +36,7 @@ pub(crate) async fn record_clicks(
         .map(|l| (l.counter.0, i64::try_from(l.count).unwrap_or(i64::MAX)))
         .collect();
     counts.sort_unstable();
-    c.transaction(async |c| -> Result<(), StorageError> {
-        // Before the subscriptions are read, which comes first when there are no events to
-        // write (see `lock_for_writing`).
-        lock_for_writing(c).await?;
+    write_transaction(c, async |c| -> Result<(), StorageError> {
         if batch.events {
             insert_click_events(c, batch).await?;
             mark_late_days_stale(c, batch).await?;

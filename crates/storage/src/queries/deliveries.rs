@@ -1,13 +1,13 @@
 //! The worker's side of the outbox: claiming due deliveries under a lease, recording attempts.
 
 use diesel::prelude::*;
-use diesel_async::{AsyncConnection, RunQueryDsl};
+use diesel_async::RunQueryDsl;
 use shortlink_domain::{
     AttemptRecord, ClaimedDelivery, DeliveryState, MAX_CONSECUTIVE_FAILURES, MessageId, NextStep,
     Timestamp, WebhookId, WebhookSecret, WebhookTarget,
 };
 
-use super::{Conn, insert_attempts, lock_due, lock_endpoint, lock_for_writing};
+use super::{Conn, insert_attempts, lock_due, lock_endpoint, write_transaction};
 use crate::StorageError;
 use crate::rows::{AttemptRow, DeliveryRow};
 use crate::schema::{webhook_deliveries, webhooks};
@@ -27,8 +27,7 @@ pub(crate) async fn claim_due(
     lease_until: Timestamp,
 ) -> Result<Vec<ClaimedDelivery>, StorageError> {
     let limit = usize::try_from(limit).unwrap_or(0);
-    c.transaction(async |c| -> Result<Vec<ClaimedDelivery>, StorageError> {
-        lock_for_writing(c).await?;
+    write_transaction(c, async |c| -> Result<Vec<ClaimedDelivery>, StorageError> {
         let endpoints: Vec<(String, String, String)> = webhooks::table
             .filter(webhooks::disabled_at.is_null())
             .select((webhooks::id, webhooks::target_url, webhooks::secret))
@@ -117,9 +116,7 @@ pub(crate) async fn record_attempts(
         .chunk_by(|a, b| a.webhook_id == b.webhook_id)
         .map(<[_]>::to_vec)
         .collect();
-    c.transaction(async |c| -> Result<(), StorageError> {
-        // Before the endpoints' counts of failures are read (see `lock_for_writing`).
-        lock_for_writing(c).await?;
+    write_transaction(c, async |c| -> Result<(), StorageError> {
         let mut rows = Vec::with_capacity(attempts.len());
         for attempts in endpoints {
             let webhook = attempts[0].webhook_id.to_string();

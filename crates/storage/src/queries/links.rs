@@ -6,15 +6,15 @@ use diesel::dsl::AsSelect;
 use diesel::expression::BoxableExpression;
 use diesel::prelude::*;
 use diesel::sql_types::Bool;
-use diesel_async::{AsyncConnection, RunQueryDsl};
+use diesel_async::RunQueryDsl;
 use shortlink_domain::{
     BaseUrl, Event, EventKind, Link, LinkId, LinkPatch, LinkRef, Slug, Timestamp, WorkspaceId,
 };
 
 use super::complete_idempotency_key;
 use super::{
-    Backend, Conn, Creation, announce, begin_creation, insert_new_links, lock_for_writing,
-    mark_link_days_stale, outbox,
+    Backend, Conn, Creation, announce, begin_creation, insert_new_links, mark_link_days_stale,
+    outbox, write_transaction,
 };
 use crate::StorageError;
 use crate::hooks::{Hooks, Lookup, reading};
@@ -40,7 +40,7 @@ pub(crate) async fn create_links(
     completions: &[PlacedCompletion],
     creation: &Creation<'_>,
 ) -> Result<Vec<(CreateOutcome, Option<CounterKey>)>, StorageError> {
-    c.transaction(async |c| -> Result<_, StorageError> {
+    write_transaction(c, async |c| -> Result<_, StorageError> {
         begin_creation(c, creation).await?;
         let subs = outbox::subscriptions(c, new.iter().map(|l| l.workspace_id)).await?;
         let mut outcomes: Vec<Option<(CreateOutcome, Option<CounterKey>)>> = vec![None; new.len()];
@@ -365,80 +365,78 @@ pub(crate) async fn update_link(
     now: Timestamp,
     hooks: &impl Hooks,
 ) -> Result<Option<LinkUpdate>, StorageError> {
-    let changed = c
-        .transaction(async |c| -> Result<Option<LinkUpdate>, StorageError> {
-            lock_for_writing(c).await?;
-            let Some(row) = find(c, workspace, link, domain, hooks).await? else {
-                return Ok(None);
-            };
-            let seq = row.seq;
-            let before = row.into_domain(hooks)?;
-            let mut after = before.clone();
-            patch.apply(&mut after);
-            let changed = |before, after| {
-                Ok(Some(LinkUpdate::Changed {
-                    before: Box::new(before),
-                    after: Box::new(after),
-                    counter: CounterKey(seq),
-                }))
-            };
-            if after == before {
-                // Nothing to write, and no event: the link is as it was.
-                return changed(before, after);
+    let changed = write_transaction(c, async |c| -> Result<Option<LinkUpdate>, StorageError> {
+        let Some(row) = find(c, workspace, link, domain, hooks).await? else {
+            return Ok(None);
+        };
+        let seq = row.seq;
+        let before = row.into_domain(hooks)?;
+        let mut after = before.clone();
+        patch.apply(&mut after);
+        let changed = |before, after| {
+            Ok(Some(LinkUpdate::Changed {
+                before: Box::new(before),
+                after: Box::new(after),
+                counter: CounterKey(seq),
+            }))
+        };
+        if after == before {
+            // Nothing to write, and no event: the link is as it was.
+            return changed(before, after);
+        }
+        let new_code = (after.short_code != before.short_code).then_some(&after.short_code);
+        if let Some(code) = new_code {
+            let code = code.as_str();
+            let recent = recent_seq(c, &after.domain, code, hooks).await?;
+            let taken = by_code(&after.domain, code, recent)
+                .get_result::<RedirectRow>(c)
+                .await
+                .optional()?;
+            if taken.is_some() {
+                return Ok(Some(LinkUpdate::SlugConflict));
             }
-            let new_code = (after.short_code != before.short_code).then_some(&after.short_code);
-            if let Some(code) = new_code {
-                let code = code.as_str();
-                let recent = recent_seq(c, &after.domain, code, hooks).await?;
-                let taken = by_code(&after.domain, code, recent)
-                    .get_result::<RedirectRow>(c)
-                    .await
-                    .optional()?;
-                if taken.is_some() {
-                    return Ok(Some(LinkUpdate::SlugConflict));
-                }
-            }
-            let options = &after.options;
-            let updated = diesel::update(links::table.find(seq))
-                .set((
-                    links::destination.eq(after.destination.as_str()),
-                    links::rules.eq(rules_column(&options.rules)),
-                    links::tags.eq(tags_column(&options.tags)),
-                    links::archived.eq(options.archived),
-                    links::updated_at.eq(now.unix_millis()),
-                ))
+        }
+        let options = &after.options;
+        let updated = diesel::update(links::table.find(seq))
+            .set((
+                links::destination.eq(after.destination.as_str()),
+                links::rules.eq(rules_column(&options.rules)),
+                links::tags.eq(tags_column(&options.tags)),
+                links::archived.eq(options.archived),
+                links::updated_at.eq(now.unix_millis()),
+            ))
+            .execute(c)
+            .await?;
+        // Zero when a concurrent deletion came first (PostgreSQL): the link is gone.
+        if updated == 0 {
+            return Ok(None);
+        }
+        if let Some(code) = new_code {
+            diesel::update(links::table.find(seq))
+                .set(links::short_code.eq(code.as_str()))
+                .execute(c)
+                .await
+                .map_err(slug_taken)?;
+        }
+        if options.tags != before.options.tags {
+            diesel::delete(link_tags::table.filter(link_tags::link_seq.eq(seq)))
                 .execute(c)
                 .await?;
-            // Zero when a concurrent deletion came first (PostgreSQL): the link is gone.
-            if updated == 0 {
-                return Ok(None);
-            }
-            if let Some(code) = new_code {
-                diesel::update(links::table.find(seq))
-                    .set(links::short_code.eq(code.as_str()))
-                    .execute(c)
-                    .await
-                    .map_err(slug_taken)?;
-            }
-            if options.tags != before.options.tags {
-                diesel::delete(link_tags::table.filter(link_tags::link_seq.eq(seq)))
-                    .execute(c)
-                    .await?;
-                write_tags(c, tag_rows(CounterKey(seq), &after).collect()).await?;
-            }
-            let subs = outbox::subscriptions(c, [workspace]).await?;
-            if subs.wants(workspace, EventKind::LinkUpdated) {
-                let event = Event::link_updated(after.view(base), now);
-                outbox::write(c, &subs, &[(workspace, event)]).await?;
-            }
-            let mut changes = vec![link_change(&before)];
-            if new_code.is_some() {
-                changes.push(link_change(&after));
-            }
-            announce(c, &changes).await?;
-            changed(before, after)
-        })
-        .await;
+            write_tags(c, tag_rows(CounterKey(seq), &after).collect()).await?;
+        }
+        let subs = outbox::subscriptions(c, [workspace]).await?;
+        if subs.wants(workspace, EventKind::LinkUpdated) {
+            let event = Event::link_updated(after.view(base), now);
+            outbox::write(c, &subs, &[(workspace, event)]).await?;
+        }
+        let mut changes = vec![link_change(&before)];
+        if new_code.is_some() {
+            changes.push(link_change(&after));
+        }
+        announce(c, &changes).await?;
+        changed(before, after)
+    })
+    .await;
     match changed {
         Err(StorageError::AlreadyExists("short code")) => Ok(Some(LinkUpdate::SlugConflict)),
         other => other,
@@ -492,8 +490,7 @@ pub(crate) async fn delete_link(
     base: &BaseUrl,
     hooks: &impl Hooks,
 ) -> Result<Option<Link>, StorageError> {
-    c.transaction(async |c| -> Result<Option<Link>, StorageError> {
-        lock_for_writing(c).await?;
+    write_transaction(c, async |c| -> Result<Option<Link>, StorageError> {
         let Some(row) = find(c, workspace, link, domain, hooks).await? else {
             return Ok(None);
         };

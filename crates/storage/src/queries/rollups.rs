@@ -12,11 +12,11 @@
 use diesel::dsl::{count, count_star, sql};
 use diesel::prelude::*;
 use diesel::sql_types::BigInt;
-use diesel_async::{AsyncConnection, RunQueryDsl};
+use diesel_async::RunQueryDsl;
 
 use shortlink_domain::Timestamp;
 
-use super::{Conn, insert_rollup_rows};
+use super::{Conn, insert_rollup_rows, write_transaction};
 use crate::StorageError;
 use crate::model::{ClickBatch, DAY, Dimension};
 use crate::rows::RollupRow;
@@ -196,7 +196,7 @@ pub(crate) async fn replace_day(
     rows: &[RollupRow],
     seen: Option<i64>,
 ) -> Result<(), StorageError> {
-    c.transaction(async |c| -> Result<(), StorageError> {
+    write_transaction(c, async |c| -> Result<(), StorageError> {
         // First, and an update if the day is there: two instances rolling up the same day
         // (PostgreSQL) take turns instead of both inserting its rows.
         diesel::insert_into(rolled::table)
@@ -299,7 +299,7 @@ pub(crate) async fn mark_link_days_stale(c: &mut Conn, seq: i64) -> Result<(), S
 /// Forgets the rollups of the days before `day` (retention has passed them) and marks `day`
 /// stale: retention deletes its older events, so it is rolled up again from what is left.
 pub(crate) async fn forget_rollups_before(c: &mut Conn, day: i64) -> Result<(), StorageError> {
-    c.transaction(async |c| -> Result<(), StorageError> {
+    write_transaction(c, async |c| -> Result<(), StorageError> {
         diesel::delete(rollups::table.filter(rollups::day.lt(day)))
             .execute(c)
             .await?;

@@ -3,12 +3,12 @@
 use std::collections::HashSet;
 
 use diesel::prelude::*;
-use diesel_async::{AsyncConnection, RunQueryDsl};
+use diesel_async::RunQueryDsl;
 use shortlink_domain::{
     Delivery, DeliveryCursor, DeliveryState, EventKind, Webhook, WebhookId, WorkspaceId,
 };
 
-use super::Conn;
+use super::{Conn, write_transaction};
 use crate::StorageError;
 use crate::idempotency::{IdempotencyClaim, StoredResponse};
 use crate::rows::{DeliveryRow, WebhookRow, found, parsed, split_events};
@@ -20,7 +20,7 @@ pub(crate) async fn insert_webhook(
     hook: &Webhook,
     completion: Option<&(IdempotencyClaim, StoredResponse)>,
 ) -> Result<(), StorageError> {
-    c.transaction(async |c| -> Result<(), StorageError> {
+    write_transaction(c, async |c| -> Result<(), StorageError> {
         diesel::insert_into(webhooks::table)
             .values(WebhookRow::from_domain(hook))
             .execute(c)
@@ -88,7 +88,7 @@ pub(crate) async fn delete_webhook(
     id: WebhookId,
 ) -> Result<bool, StorageError> {
     let id = id.to_string();
-    c.transaction(async |c| -> Result<bool, StorageError> {
+    write_transaction(c, async |c| -> Result<bool, StorageError> {
         // The endpoint's row first, then its deliveries: the one lock order (see
         // `lock_subscribed`). On PostgreSQL no foreign key deletes them by cascade.
         let deleted = diesel::delete(webhooks::table)

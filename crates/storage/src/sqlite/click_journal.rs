@@ -34,10 +34,10 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use diesel::prelude::*;
-use diesel_async::{AsyncConnection, RunQueryDsl};
+use diesel_async::RunQueryDsl;
 use tokio::sync::{RwLock, RwLockWriteGuard};
 
-use super::Conn;
+use super::{Conn, write_transaction};
 use crate::hooks::Hooks;
 
 use crate::StorageError;
@@ -329,21 +329,20 @@ pub(crate) async fn append(c: &mut Conn, counts: &[(i64, i64)]) -> Result<(), St
 pub(crate) async fn fold_journal(c: &mut Conn, journal: &ClickJournal) -> Result<(), StorageError> {
     let started = std::time::Instant::now();
     let mut links = 0;
-    let gate = c
-        .transaction(async |c| -> Result<_, StorageError> {
-            let mut after = i64::MIN;
-            loop {
-                let counts = journal.to_fold_after(after, CLICKS_PER_STATEMENT);
-                let Some(&(last, _)) = counts.last() else {
-                    break;
-                };
-                add_clicks(c, &counts).await?;
-                (after, links) = (last, links + counts.len());
-            }
-            diesel::delete(click_journal::table).execute(c).await?;
-            Ok(journal.folding().await)
-        })
-        .await?;
+    let gate = write_transaction(c, async |c| -> Result<_, StorageError> {
+        let mut after = i64::MIN;
+        loop {
+            let counts = journal.to_fold_after(after, CLICKS_PER_STATEMENT);
+            let Some(&(last, _)) = counts.last() else {
+                break;
+            };
+            add_clicks(c, &counts).await?;
+            (after, links) = (last, links + counts.len());
+        }
+        diesel::delete(click_journal::table).execute(c).await?;
+        Ok(journal.folding().await)
+    })
+    .await?;
     journal.folded();
     drop(gate);
     tracing::debug!(

@@ -16,9 +16,10 @@ use super::writer::Held;
 use super::{Conn, queries};
 use crate::rows::{AttemptRow, DeliveryRow, NewLinkRow, RollupRow, fixed_size_runs};
 use crate::schema::webhook_deliveries as d;
+use crate::transaction::TransactionBody;
 
 /// Selects an endpoint's due deliveries. This runs in a write transaction on SQLite's single
-/// writer connection, whose claim took the file's write lock first ([`lock_for_writing`]), so no
+/// writer connection, whose claim took the file's write lock first ([`write_transaction`]), so no
 /// other claim can interleave and no row lock is needed.
 pub(crate) async fn lock_due(
     c: &mut Conn,
@@ -29,14 +30,22 @@ pub(crate) async fn lock_due(
     queries::due(webhook, now, limit).load(c).await
 }
 
-/// Takes the file's write lock for the transaction in progress, which must come before any read
-/// in a transaction that reads and then writes: a transaction that reads first holds a snapshot,
-/// and SQLite fails its first write at once ("database is locked", without waiting) when another
-/// connection wrote meanwhile, as the checkpointer does while it restarts the log, or the CLI.
-/// Taking the lock first, a transaction waits its turn (the busy timeout) and reads what is
-/// current.
-pub(crate) async fn lock_for_writing(c: &mut Conn) -> QueryResult<()> {
-    c.spawn_blocking(take_write_lock).await
+/// Runs `f` in a transaction that writes, begun with `BEGIN IMMEDIATE`: it takes the file's write
+/// lock before its first read. A transaction that reads first holds a snapshot, and SQLite fails
+/// its first write at once ("database is locked", without waiting) when another connection wrote
+/// meanwhile, as the checkpointer does while it restarts the log, or the CLI. Taking the lock
+/// first, a transaction waits its turn (the busy timeout) and reads what is current.
+pub(crate) fn write_transaction<'a, 'conn, R, E, F>(
+    c: &'conn mut Conn,
+    f: F,
+) -> impl Future<Output = Result<R, E>> + Send + 'conn
+where
+    for<'r> F: TransactionBody<&'r mut Conn, Result<R, E>, Fut: Send> + Send + 'a,
+    E: From<diesel::result::Error> + Send + 'a,
+    R: Send + 'a,
+    'a: 'conn,
+{
+    c.immediate_transaction(f)
 }
 
 /// SQLite's single writer orders every write: nothing to lock.
@@ -61,12 +70,6 @@ pub(crate) async fn announce(
     Ok(())
 }
 
-/// [`lock_for_writing`] on the connection's own thread: a statement that writes nothing.
-fn take_write_lock(c: &mut diesel::SqliteConnection) -> QueryResult<()> {
-    diesel::RunQueryDsl::execute(diesel::sql_query("DELETE FROM link_codes WHERE 0"), c)?;
-    Ok(())
-}
-
 /// What a creation on SQLite works with beside its connection: the store's recent codes, and
 /// the proof that it holds the writer, which changing them takes.
 pub(crate) struct Creation<'a> {
@@ -76,16 +79,11 @@ pub(crate) struct Creation<'a> {
     pub(crate) held: &'a Held,
 }
 
-/// Starts a creation's transaction: takes the file's write lock ([`lock_for_writing`]), then
-/// brings the recent codes up to date with the file (`recent_codes::read_file`), in one handoff.
+/// Starts a creation's transaction (a [`write_transaction`]): brings the recent codes up to date
+/// with the file (`recent_codes::read_file`).
 pub(crate) async fn begin_creation(c: &mut Conn, creation: &Creation<'_>) -> QueryResult<()> {
     let codes = creation.codes.clone();
-    let seen = c
-        .spawn_blocking(move |c| {
-            take_write_lock(c)?;
-            read_file(c, &codes)
-        })
-        .await?;
+    let seen = c.spawn_blocking(move |c| read_file(c, &codes)).await?;
     creation.codes.caught_up(creation.held, seen);
     Ok(())
 }
