@@ -52,11 +52,12 @@ pub fn time_zone(name: &str) -> Option<TimeZone> {
     TimeZone::get(name).ok()
 }
 
-/// An instant given as RFC 3339 (`2026-11-01T00:00:00Z`), or as a date (`2026-11-01`, midnight
-/// in `zone`), in milliseconds since the epoch; `None` for anything else.
-pub fn parse_instant(value: &str, zone: &TimeZone) -> Option<i64> {
-    if let Ok(at) = value.parse::<Timestamp>() {
-        return Some(at.as_millisecond());
+/// Midnight in `zone` of a date given as `YYYY-MM-DD`, in milliseconds since the epoch; `None`
+/// for anything else (a date with a time is not a date: an instant is RFC 3339, the API's one
+/// form for instants, parsed where the API's other instants are).
+pub fn parse_date(value: &str, zone: &TimeZone) -> Option<i64> {
+    if value.len() != "2026-11-01".len() {
+        return None;
     }
     let date: jiff::civil::Date = value.parse().ok()?;
     Some(
@@ -195,18 +196,17 @@ mod tests {
     }
 
     #[test]
-    fn instants_are_rfc3339_or_local_dates() {
+    fn dates_and_bucket_starts_are_local() {
         let tokyo = time_zone("Asia/Tokyo").expect("a zone");
         assert_eq!(
-            parse_instant("2026-11-01T00:00:00Z", &tokyo),
-            Some(ms("2026-11-01T00:00:00Z"))
-        );
-        assert_eq!(
-            parse_instant("2026-11-01", &tokyo),
+            parse_date("2026-11-01", &tokyo),
             Some(ms("2026-10-31T15:00:00Z"))
         );
-        assert_eq!(parse_instant("yesterday", &tokyo), None);
-        assert_eq!(parse_instant("2026-13-01", &tokyo), None);
+        assert_eq!(parse_date("yesterday", &tokyo), None);
+        assert_eq!(parse_date("2026-13-01", &tokyo), None);
+        // A date with a time is neither: its time is not dropped.
+        assert_eq!(parse_date("2026-11-01T10:50:00", &tokyo), None);
+        assert_eq!(parse_date("2026-11-01T00:00:00Z", &tokyo), None);
         let start = buckets(
             ms("2026-11-01T00:00:00Z"),
             ms("2026-11-01T01:00:00Z"),
@@ -273,7 +273,7 @@ mod tests {
         #[test]
         fn any_text_parses_or_is_refused(text in ".{0,80}") {
             let utc = time_zone("UTC").expect("UTC");
-            let _ = parse_instant(&text, &utc);
+            let _ = parse_date(&text, &utc);
             let _ = time_zone(&text);
         }
     }

@@ -14,7 +14,7 @@ mod user_agent;
 mod visitor;
 
 pub use buckets::{
-    BucketError, Interval, MAX_BUCKETS, bucket_start, buckets, parse_instant, time_zone,
+    BucketError, Interval, MAX_BUCKETS, bucket_start, buckets, parse_date, time_zone,
 };
 pub use client::{TrustedProxies, TrustedProxiesError};
 pub use geoip::{GeoIp, GeoIpError, Place};

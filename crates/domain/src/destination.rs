@@ -84,9 +84,11 @@ impl Destination {
     }
 
     /// The redirect target for a request whose own query string is `query` (without `?`):
-    /// the destination's parameters first, then the request's, before any fragment.
+    /// the destination's parameters first, then the request's, before any fragment. A query that
+    /// would take the target past [`MAX_DESTINATION_LEN`] is left off: the visitor still gets the
+    /// link's destination, and a `Location` header never exceeds the bound.
     pub fn with_query(&self, query: &str) -> String {
-        if query.is_empty() {
+        if query.is_empty() || self.0.len() + 1 + query.len() > MAX_DESTINATION_LEN {
             return self.0.clone();
         }
         let (head, fragment) = match self.0.find('#') {
@@ -259,6 +261,11 @@ mod tests {
             d("https://x.com/p?#top").with_query("b=2"),
             "https://x.com/p?b=2#top"
         );
+        // Up to the bound, and not past it.
+        let long = format!("https://x.com/{}", "p".repeat(MAX_DESTINATION_LEN - 100));
+        let fits = "q=".to_owned() + &"v".repeat(MAX_DESTINATION_LEN - long.len() - 3);
+        assert_eq!(d(&long).with_query(&fits).len(), MAX_DESTINATION_LEN);
+        assert_eq!(d(&long).with_query(&(fits + "v")), long);
     }
 
     proptest! {

@@ -46,12 +46,12 @@ pub enum OptionError {
     /// `expiresAt` not an RFC 3339 instant.
     #[error("expiresAt must be an RFC 3339 date-time, such as 2030-01-01T00:00:00Z")]
     ExpiresAt,
-    /// `title` too long or with control characters.
-    #[error("title must be at most {MAX_TITLE_LEN} characters, without control characters")]
+    /// `title` empty, too long or with control characters.
+    #[error("title must be 1 to {MAX_TITLE_LEN} characters, without control characters")]
     Title,
-    /// `description` too long or with control characters.
+    /// `description` empty, too long or with control characters.
     #[error(
-        "description must be at most {MAX_DESCRIPTION_LEN} characters, without control characters"
+        "description must be 1 to {MAX_DESCRIPTION_LEN} characters, without control characters"
     )]
     Description,
     /// `password` empty or too long.
@@ -240,11 +240,11 @@ impl Preview {
     }
 }
 
-/// `s`, when it has at most `max` characters and no control characters (but line breaks, where
-/// `line_breaks` allows them).
+/// `s`, when it has 1 to `max` characters and no control characters (but line breaks, where
+/// `line_breaks` allows them). An empty one would be shown as an empty preview; `null` clears it.
 fn text(s: &str, max: usize, line_breaks: bool) -> Option<String> {
     let allowed = |c: char| !c.is_control() || (line_breaks && matches!(c, '\n' | '\r'));
-    (s.chars().count() <= max && s.chars().all(allowed)).then(|| s.to_owned())
+    (!s.is_empty() && s.chars().count() <= max && s.chars().all(allowed)).then(|| s.to_owned())
 }
 
 /// A password as a client sent it, checked for length; hashed before it is stored.

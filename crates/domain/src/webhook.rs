@@ -168,10 +168,18 @@ pub fn is_public_ip(ip: IpAddr) -> bool {
                 || a >= 240) // reserved
         }
         IpAddr::V6(v6) => {
-            if let Some(v4) = v6.to_ipv4_mapped() {
+            // Addresses that carry an IPv4 one are judged by it: mapped (::ffff:a.b.c.d),
+            // compatible (::a.b.c.d, deprecated but still routed to it by some stacks) and 6to4
+            // (2002:aabb:ccdd::/48).
+            if let Some(v4) = v6.to_ipv4() {
                 return is_public_ip(IpAddr::V4(v4));
             }
             let seg0 = v6.segments()[0];
+            if seg0 == 0x2002 {
+                let [_, hi, lo, ..] = v6.segments();
+                let v4 = std::net::Ipv4Addr::from((u32::from(hi) << 16) | u32::from(lo));
+                return is_public_ip(IpAddr::V4(v4));
+            }
             !(v6.is_loopback()
                 || v6.is_unspecified()
                 || v6.is_multicast()
@@ -358,6 +366,35 @@ mod tests {
             );
         }
         assert!(WebhookTarget::parse("https://hooks.example.com/in", false).is_ok());
+    }
+
+    #[test]
+    fn addresses_carrying_a_private_ipv4_one_are_private() {
+        let public = |s: &str| is_public_ip(s.parse().unwrap());
+        for private in [
+            "127.0.0.1",
+            "::1",
+            "::ffff:127.0.0.1",
+            "::127.0.0.1",
+            "::10.0.0.1",
+            "2002:7f00:1::",
+            "2002:a9fe:a9fe::1",
+            "fd00::1",
+        ] {
+            assert!(!public(private), "{private}");
+        }
+        for address in [
+            "8.8.8.8",
+            "::ffff:8.8.8.8",
+            "2002:808:808::1",
+            "2606:4700::1111",
+        ] {
+            assert!(public(address), "{address}");
+        }
+        assert_eq!(
+            WebhookTarget::parse("http://[::127.0.0.1]/", false),
+            Err(WebhookTargetError::PrivateAddress)
+        );
     }
 
     #[test]

@@ -102,14 +102,14 @@ fn body_error(e: actix_web::Error) -> ApiError {
     }
 }
 
-/// Deserialises JSON, reporting where it failed: `destination`, `[2].customSlug`, … .
+/// Deserialises JSON, reporting where it failed: `destination`, `[2].customSlug`, … . Anything
+/// but whitespace after the value makes the body invalid, as a value followed by more is not one
+/// JSON document.
 pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
-    deserialize(&mut serde_json::Deserializer::from_slice(bytes), describe)
-}
-
-/// Deserialises one already-parsed JSON value (an item of a bulk request) the same way.
-pub fn parse_value<T: DeserializeOwned>(value: serde_json::Value) -> Result<T, ApiError> {
-    deserialize(value, describe)
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let value = deserialize(&mut de, describe)?;
+    de.end().map_err(|e| ApiError::invalid(describe(&e)))?;
+    Ok(value)
 }
 
 /// Runs a deserialiser through `serde_path_to_error` and turns its error into a validation
@@ -209,6 +209,12 @@ pub fn parse_query<T: DeserializeOwned>(query: &str) -> Result<T, ApiError> {
     })
 }
 
+/// The query of an endpoint that takes no parameters: any is a 400 naming it, so a client that
+/// believes it filters or pages (`?limit=`, `?cursor=`) learns that it does not.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NoParams {}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -240,6 +246,10 @@ mod tests {
         let e = parse_json::<Vec<Item>>(br#"[{"destination":"x"},{"destination":"y","nope":1}]"#)
             .unwrap_err();
         assert_eq!(details(e), vec!["[1].nope"]);
+        let e = parse_json::<Item>(br#"{"destination":"x"} {"destination":"y"}"#).unwrap_err();
+        assert!(
+            matches!(e, ApiError::Validation { ref message, .. } if message == "request body is not valid JSON")
+        );
         let e = parse_json::<Item>(b"{not json").unwrap_err();
         assert!(
             matches!(e, ApiError::Validation { ref message, .. } if message == "request body is not valid JSON")

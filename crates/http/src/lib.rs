@@ -47,6 +47,9 @@ pub fn configure(cfg: &mut web::ServiceConfig, state: Data<AppState>) {
                 .configure(routes::webhooks::configure)
                 .default_service(web::to(api_not_found)),
         )
+        // The rest of `/api` (another version, a typo) is the API's too: a JSON 404, never a
+        // short code (`api` is reserved).
+        .service(web::scope("/api").default_service(web::to(api_not_found)))
         .default_service(web::to(routes::redirect::redirect));
 }
 

@@ -290,8 +290,12 @@ pub fn document(base: &BaseUrl) -> Value {
         props["description"]["pattern"] = json!(NO_CONTROL_BUT_LINES);
     }
     if let Some(params) = doc["paths"]["/api/v1/links"]["get"]["parameters"].as_array_mut() {
-        for param in params.iter_mut().filter(|p| p["name"] == "tag") {
-            param["schema"]["pattern"] = json!(TAG);
+        for param in params.iter_mut() {
+            match param["name"].as_str() {
+                Some("tag") => param["schema"]["pattern"] = json!(TAG),
+                Some("search") => param["schema"]["pattern"] = json!(NO_CONTROL),
+                _ => {}
+            }
         }
     }
     let event = |kind: EventKind, schema: &str| {

@@ -245,14 +245,11 @@ async fn events_at(app: &TestApp, code: &str, instants: &[&str]) {
         .await
         .expect("the database answers")
         .expect("the link exists");
-    let utc = shortlink_analytics::time_zone("UTC").expect("UTC");
     let clicks = instants
         .iter()
         .enumerate()
         .map(|(i, at)| ClickEvent {
-            click: ClickInfo::bare(Timestamp::from_unix_millis(
-                shortlink_analytics::parse_instant(at, &utc).expect("an instant"),
-            )),
+            click: ClickInfo::bare(Timestamp::parse_rfc3339(at).expect("an instant")),
             visitor: i as i64,
         })
         .collect::<Vec<_>>();
@@ -409,6 +406,11 @@ async fn bad_queries_are_refused_naming_the_parameter(app: TestApp) {
         ("device=phone", "device"),
         ("color=blue", "color"),
         ("start=99999-01-01", "start"),
+        // A time needs its offset, within RFC 3339's; a date is only a date.
+        ("start=2026-01-01T10:50:00", "start"),
+        ("start=2026-01-01T10:00:00%2B25:00", "start"),
+        ("end=2026-01-01T10:00:00Z%20", "end"),
+        ("start=1969-12-31", "start"),
     ] {
         assert_invalid(app.get(&format!("/analytics?{query}")).await, &[field]).await;
     }

@@ -130,6 +130,33 @@ async fn a_full_batch_of_one_hundred_is_accepted() {
     assert!(results.iter().all(|r| r.get("link").is_some()));
 }
 
+/// Each item is read as a single creation's body is: a key given twice fails that item (JSON
+/// parsers disagree on which value wins), and whitespace around items is only whitespace.
+#[tokio::test]
+async fn an_item_naming_a_field_twice_fails_on_its_own() {
+    let app = TestApp::spawn().await;
+    let body = "[\n  {\"destination\": \"https://example.com/1\", \"destination\": \"https://example.com/2\"},\n  \
+                {\"destination\": \"https://example.com/3\"}\n]";
+    let res = crate::helpers::send(
+        app.api(reqwest::Method::POST, "/links/bulk")
+            .header("content-type", "application/json")
+            .body(body),
+    )
+    .await;
+    let results = assert_ok(res).await;
+    assert_eq!(
+        results[0]["error"]["code"], "VALIDATION_FAILED",
+        "{results}"
+    );
+    assert!(
+        text(&results[0]["error"]["message"]).contains("duplicate field `destination`"),
+        "{results}"
+    );
+    assert_eq!(results[1]["link"]["destination"], "https://example.com/3");
+    let all = assert_ok(app.get("/links").await).await;
+    assert_eq!(all["items"].as_array().map(Vec::len), Some(1));
+}
+
 #[tokio::test]
 async fn empty_oversized_and_non_array_batches_are_rejected_whole() {
     let app = TestApp::spawn().await;

@@ -194,6 +194,20 @@ async fn malformed_json_and_wrong_content_types_are_rejected() {
     }
     let res = post(Some("application/json"), "[]").await;
     assert_error(res, 400, "VALIDATION_FAILED").await;
+    // One JSON value and then more is not a JSON body, whatever the first value says.
+    for trailing in [" x", "{}", r#"{"destination":"https://example.com/2"}"#] {
+        let res = post(Some("application/json"), &format!("{valid}{trailing}")).await;
+        assert_error(res, 400, "VALIDATION_FAILED").await;
+        let res = send(
+            app.api(Method::POST, "/links/bulk")
+                .header("content-type", "application/json")
+                .body(format!("[{valid}]{trailing}")),
+        )
+        .await;
+        assert_error(res, 400, "VALIDATION_FAILED").await;
+    }
+    let listed = assert_ok(app.get("/links").await).await;
+    assert_eq!(listed["items"], json!([]), "a refused body creates nothing");
 
     for content_type in [
         Some("text/plain"),
@@ -225,8 +239,15 @@ async fn bad_query_parameters_are_named() {
         ("limit=", "limit"),
         ("cursor=garbage", "cursor"),
         ("cursor=link_", "cursor"),
+        ("search=%00", "search"),
+        ("search=a%0Ab", "search"),
     ] {
         let res = app.get(&format!("/links?{query}")).await;
+        assert_invalid(res, &[field]).await;
+    }
+    // A list without parameters says so rather than ignore them.
+    for (query, field) in [("limit=1", "limit"), ("cursor=x", "cursor")] {
+        let res = app.get(&format!("/webhooks?{query}")).await;
         assert_invalid(res, &[field]).await;
     }
     for query in ["limit=1", "limit=100"] {
@@ -251,8 +272,11 @@ async fn unknown_links_and_routes_are_404() {
     // Without a key too: an unknown route is not a secret.
     let res = send(app.client.get(app.url("/api/v1/nope"))).await;
     assert_error(res, 404, "NOT_FOUND").await;
-    let res = send(app.client.get(app.url("/api/v2/links"))).await;
-    assert_eq!(res.status(), 404);
+    // The rest of `/api` is the API's: its 404 is the envelope, not the missing-link page.
+    for path in ["/api/v2/links", "/api/", "/api"] {
+        let res = send(app.client.get(app.url(path))).await;
+        assert_error(res, 404, "NOT_FOUND").await;
+    }
 }
 
 #[tokio::test]

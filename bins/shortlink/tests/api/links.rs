@@ -114,6 +114,14 @@ async fn patch_changes_where_the_redirect_goes_at_once(app: TestApp) {
         )
         .await;
     crate::helpers::assert_invalid(bad, &["destination"]).await;
+    // A link always has a destination and a code: null is refused, not read as "unchanged".
+    let cleared = app
+        .patch_json(
+            &format!("/links/{id}"),
+            &json!({ "destination": null, "customSlug": null }),
+        )
+        .await;
+    crate::helpers::assert_invalid(cleared, &["destination", "customSlug"]).await;
     let by_id = assert_ok(
         app.patch_json(
             &format!("/links/{id}"),

@@ -44,6 +44,14 @@ async fn redirects_with_the_request_query_after_the_destinations(app: TestApp) {
         header(res.headers(), "location"),
         Some("https://example.com/p?a=1&b=2#top")
     );
+
+    // A query that would take the target past the destination's bound is left off: the visitor
+    // still arrives, and `Location` stays within 8,192 characters.
+    let long = format!("https://example.com/{}", "p".repeat(8_000));
+    let code = app.create_code(&long).await;
+    let res = app.visit(&format!("{code}?q={}", "v".repeat(1_000))).await;
+    assert_eq!(res.status(), 302);
+    assert_eq!(header(res.headers(), "location"), Some(long.as_str()));
 }
 
 async fn head_and_bots_are_not_counted(app: TestApp) {

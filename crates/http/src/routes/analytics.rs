@@ -8,7 +8,7 @@ use actix_web::{HttpRequest, HttpResponse, Responder};
 use futures_util::stream;
 use serde::{Deserialize, Serialize};
 use shortlink_analytics::{
-    BucketError, Interval, MAX_BUCKETS, TimeZone, Zoned, bucket_start, buckets, parse_instant,
+    BucketError, Interval, MAX_BUCKETS, TimeZone, Zoned, bucket_start, buckets, parse_date,
     time_zone,
 };
 use shortlink_domain::{LinkRef, Timestamp};
@@ -235,10 +235,16 @@ fn instant(name: &str, value: &str, zone: &TimeZone) -> Result<Timestamp, ApiErr
             ),
         )
     };
-    let ms = parse_instant(value, zone).ok_or_else(bad)?;
+    let ms = Timestamp::parse_rfc3339(value)
+        .map(Timestamp::unix_millis)
+        .or_else(|| parse_date(value, zone))
+        .ok_or_else(bad)?;
     // Far dates are valid RFC 3339 and still nonsense here; the calendar handles 1970 to 9999.
     if !(0..=253_402_300_799_000).contains(&ms) {
-        return Err(bad());
+        return Err(ApiError::field(
+            name,
+            format!("{name} must lie between 1970-01-01T00:00:00Z and 9999-12-31T23:59:59Z"),
+        ));
     }
     Ok(Timestamp::from_unix_millis(ms))
 }

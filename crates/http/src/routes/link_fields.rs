@@ -72,13 +72,13 @@ macro_rules! link_body {
             #[serde(default, deserialize_with = "nullable")]
             #[schema(value_type = Option<bool>)]
             pub archived: Option<Option<bool>>,
-            /// Link preview title (at most 200 characters).
+            /// Link preview title (1 to 200 characters).
             #[serde(default, deserialize_with = "nullable")]
-            #[schema(value_type = Option<String>, max_length = 200)]
+            #[schema(value_type = Option<String>, min_length = 1, max_length = 200)]
             pub title: Option<Option<String>>,
-            /// Link preview description (at most 1000 characters).
+            /// Link preview description (1 to 1000 characters).
             #[serde(default, deserialize_with = "nullable")]
-            #[schema(value_type = Option<String>, max_length = 1000)]
+            #[schema(value_type = Option<String>, min_length = 1, max_length = 1000)]
             pub description: Option<Option<String>>,
             /// Link preview image: an absolute http(s) URL.
             #[serde(default, deserialize_with = "nullable")]
@@ -127,14 +127,15 @@ link_body! {
     /// The body of PATCH `/links/{idOrShortCode}`: what changes. An absent field stays as it
     /// is; `null` clears an option.
     pub struct UpdateLinkRequest {
-        /// The new destination.
-        #[serde(default)]
-        #[schema(format = "uri", max_length = 8192, example = "https://example.com/new")]
-        pub destination: Option<String>,
-        /// A new short code (409 if taken); the old one answers 404 at once.
-        #[serde(default)]
-        #[schema(pattern = "^[A-Za-z0-9_-]{1,64}$", example = "summer-sale")]
-        pub custom_slug: Option<String>,
+        /// The new destination (not `null`: a link always has one).
+        #[serde(default, deserialize_with = "nullable")]
+        #[schema(value_type = String, format = "uri", max_length = 8192, example = "https://example.com/new")]
+        pub destination: Option<Option<String>>,
+        /// A new short code (409 if taken); the old one answers 404 at once. Not `null`: a link
+        /// always has one.
+        #[serde(default, deserialize_with = "nullable")]
+        #[schema(value_type = String, pattern = "^[A-Za-z0-9_-]{1,64}$", example = "summer-sale")]
+        pub custom_slug: Option<Option<String>>,
     }
 }
 
@@ -190,6 +191,19 @@ impl Checker<'_> {
         }
     }
 
+    /// A field that may be left out but not cleared: `null` is an error naming it.
+    fn required<T, U>(
+        &mut self,
+        field: &str,
+        value: Option<Option<T>>,
+        parse: impl FnOnce(T) -> Result<U, String>,
+    ) -> Option<U> {
+        match value? {
+            None => self.check(field, Err(format!("{field} cannot be null"))),
+            Some(value) => self.check(field, parse(value)),
+        }
+    }
+
     fn url(&mut self, field: &str, value: Option<Option<String>>) -> Option<Option<Destination>> {
         let base = self.base;
         self.nullable(field, value, |url| {
@@ -236,10 +250,12 @@ pub fn validate_update(base: &BaseUrl, mut body: UpdateLinkRequest) -> Result<Va
         base,
         errors: Vec::new(),
     };
-    let destination = (body.destination.as_deref())
-        .and_then(|d| checker.check("destination", Destination::parse(d, base)));
-    let slug =
-        (body.custom_slug.as_deref()).and_then(|s| checker.check("customSlug", Slug::parse(s)));
+    let destination = checker.required("destination", body.destination, |d| {
+        Destination::parse(&d, base).map_err(|e| e.to_string())
+    });
+    let slug = checker.required("customSlug", body.custom_slug, |s| {
+        Slug::parse(&s).map_err(|e| e.to_string())
+    });
     let mut valid = options_of(&mut checker, options);
     valid.patch.destination = destination;
     valid.patch.slug = slug;
@@ -285,23 +301,26 @@ fn whole(n: &serde_json::Number) -> Option<i64> {
     })
 }
 
-/// `geo`'s countries and destinations.
+/// `geo`'s countries and destinations. A country named twice (`gb` and `GB`) is an error, not
+/// one of them silently dropped.
 fn geo_of(
     base: &BaseUrl,
     geo: BTreeMap<String, String>,
 ) -> Result<BTreeMap<CountryCode, Destination>, String> {
-    geo.into_iter()
-        .map(|(country, url)| {
-            let code = CountryCode::parse(&country).map_err(|e| e.to_string())?;
-            let to = Destination::parse(&url, base).map_err(|e| {
-                format!(
-                    "geo.{country}: {}",
-                    e.to_string().replacen("destination", "the URL", 1)
-                )
-            })?;
-            Ok((code, to))
-        })
-        .collect()
+    let mut countries = BTreeMap::new();
+    for (country, url) in geo {
+        let code = CountryCode::parse(&country).map_err(|e| e.to_string())?;
+        let to = Destination::parse(&url, base).map_err(|e| {
+            format!(
+                "geo.{country}: {}",
+                e.to_string().replacen("destination", "the URL", 1)
+            )
+        })?;
+        if countries.insert(code, to).is_some() {
+            return Err(format!("geo names {} more than once", code.as_str()));
+        }
+    }
+    Ok(countries)
 }
 
 #[cfg(test)]
@@ -356,5 +375,24 @@ mod tests {
         assert_eq!(valid.password, None);
         let body: UpdateLinkRequest = parse_json(br#"{"password": null}"#).unwrap();
         assert_eq!(validate_update(&base(), body).unwrap().password, Some(None));
+    }
+
+    #[test]
+    fn what_a_link_always_has_cannot_be_cleared() {
+        let body: UpdateLinkRequest =
+            parse_json(br#"{"destination": null, "customSlug": null}"#).unwrap();
+        let e = validate_update(&base(), body).unwrap_err();
+        assert_eq!(fields(e), ["destination", "customSlug"]);
+    }
+
+    #[test]
+    fn empty_previews_and_a_country_named_twice_are_refused() {
+        let body: CreateLinkRequest = parse_json(
+            br#"{"destination": "https://x.com", "title": "", "description": "",
+                "geo": {"gb": "https://x.co.uk", "GB": "https://y.co.uk"}}"#,
+        )
+        .unwrap();
+        let e = validate_creation(&base(), body).unwrap_err();
+        assert_eq!(fields(e), ["geo", "title", "description"]);
     }
 }

@@ -13,7 +13,7 @@ use validator::Validate;
 use crate::auth::Authenticated;
 use crate::envelope::{Envelope, ok};
 use crate::error::{ApiError, ErrorEnvelope, FieldError};
-use crate::extract::{JsonBody, QueryParams};
+use crate::extract::{JsonBody, NoParams, QueryParams};
 use crate::idempotency::{self, Begin};
 use crate::state::AppState;
 
@@ -231,7 +231,12 @@ async fn create(
 
 #[utoipa::path(get, path = "/api/v1/webhooks", tag = "webhooks",
     responses((status = 200, description = "The workspace's endpoints, newest first.", body = Envelope<Vec<WebhookView>>)))]
-async fn list(state: Data<AppState>, auth: Authenticated) -> Result<HttpResponse, ApiError> {
+async fn list(
+    state: Data<AppState>,
+    auth: Authenticated,
+    query: QueryParams<NoParams>,
+) -> Result<HttpResponse, ApiError> {
+    query.into_inner()?;
     let hooks = state.store.list_webhooks(auth.workspace.id).await?;
     Ok(ok(hooks
         .iter()
