@@ -1,4 +1,5 @@
-//! Creating workspaces and keys: shared by the command line and the first-run set-up.
+//! Creating workspaces and keys, and changing a workspace's rate: shared by the command line
+//! and the first-run set-up.
 
 use anyhow::{Context, bail};
 use shortlink_domain::{
@@ -24,6 +25,19 @@ pub async fn create_workspace(
         Err(StorageError::AlreadyExists(_)) => bail!("a workspace named '{name}' already exists"),
         Err(e) => Err(e.into()),
     }
+}
+
+/// Changes a workspace's rate after checking it.
+pub async fn set_rate_limit(
+    store: &Store,
+    workspace: &Workspace,
+    rate_limit: u32,
+) -> anyhow::Result<()> {
+    let rate = RateLimit::new(rate_limit)?;
+    if !store.set_rate_limit(workspace.id, rate).await? {
+        bail!("no workspace with id '{}'", workspace.id);
+    }
+    Ok(())
 }
 
 /// Finds a workspace by name or id, or says which one is unknown.

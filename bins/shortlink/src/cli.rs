@@ -1,5 +1,5 @@
 //! The command line (see the contract's table): `serve` (the default), `migrate`,
-//! `workspace create|list`, `key create|list|revoke`. Every flag can also come from the
+//! `workspace create|list|update`, `key create|list|revoke`. Every flag can also come from the
 //! environment.
 
 use anyhow::Context;
@@ -145,6 +145,14 @@ enum WorkspaceCommand {
     },
     /// List workspaces, one per line.
     List,
+    /// Change a workspace's rate limit; running servers apply it within seconds.
+    Update {
+        /// Workspace name or id.
+        workspace: String,
+        /// Requests per second for its keys (also the burst).
+        #[arg(long)]
+        rate_limit: u32,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -216,6 +224,14 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                     ws.created_at
                 );
             }
+        }
+        Command::Workspace(WorkspaceCommand::Update {
+            workspace,
+            rate_limit,
+        }) => {
+            let workspace = admin::find_workspace(&store, &workspace).await?;
+            admin::set_rate_limit(&store, &workspace, rate_limit).await?;
+            println!("{}\t{rate_limit}/s", workspace.id);
         }
         Command::Key(KeyCommand::Create { workspace, name }) => {
             let workspace = admin::find_workspace(&store, &workspace).await?;

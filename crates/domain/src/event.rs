@@ -22,6 +22,11 @@ pub enum EventKind {
 }
 
 impl EventKind {
+    /// Every kind's name, comma-separated, for messages that list them.
+    pub fn names() -> String {
+        EventKind::ALL.map(EventKind::as_str).join(", ")
+    }
+
     /// Every kind, in the order the docs list them.
     pub const ALL: [EventKind; 4] = [
         EventKind::LinkCreated,
@@ -43,9 +48,7 @@ impl EventKind {
 
 /// A string that names no event kind.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "unknown event '{0}'; known events are link.created, link.clicked, link.updated, link.deleted"
-)]
+#[error("unknown event '{0}'; known events are {known}", known = EventKind::names())]
 pub struct UnknownEventKind(pub String);
 
 impl FromStr for EventKind {

@@ -2,8 +2,8 @@
 
 use shortlink_domain::{
     ApiKey, ApiKeyHash, ApiKeyId, AttemptRecord, BaseUrl, ClaimedDelivery, Delivery, DeliveryQueue,
-    EventKind, Link, LinkId, LinkPatch, LinkRef, MessageId, Timestamp, Webhook, WebhookId,
-    Workspace, WorkspaceId,
+    EventKind, Link, LinkId, LinkPatch, LinkRef, MessageId, RateLimit, Timestamp, Webhook,
+    WebhookId, Workspace, WorkspaceId,
 };
 
 use std::collections::HashSet;
@@ -220,6 +220,14 @@ impl Store {
         {
             store.start_journal(server.click_fold_interval).await?;
             store.load_index_within(server.redirect_index_mib).await?;
+            // The journal's start took the file's lock: no other server uses it now.
+            let ended = dispatch!(store, write, end_leases())?;
+            if ended > 0 {
+                tracing::info!(
+                    deliveries = ended,
+                    "webhook deliveries leased by a previous run that did not stop are due again"
+                );
+            }
         }
         Ok(store)
     }
@@ -302,6 +310,17 @@ impl Store {
     pub async fn create_workspace(&self, workspace: &Workspace) -> Result<(), StorageError> {
         let workspace = workspace.clone();
         self.detached(|s| async move { dispatch!(s, write, insert_workspace(&workspace)) })
+            .await
+    }
+
+    /// Sets a workspace's rate limit; `false` when there is no such workspace. Every instance
+    /// applies it within its key cache's lifetime, and on PostgreSQL at once.
+    pub async fn set_rate_limit(
+        &self,
+        workspace: WorkspaceId,
+        rate: RateLimit,
+    ) -> Result<bool, StorageError> {
+        self.detached(|s| async move { dispatch!(s, write, set_rate_limit(workspace, rate)) })
             .await
     }
 

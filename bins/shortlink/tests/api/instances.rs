@@ -6,9 +6,10 @@ use std::time::Duration;
 
 use reqwest::Method;
 use serde_json::json;
+use shortlink_domain::RateLimit;
 use shortlink_storage::testing::TestDatabase;
 
-use crate::helpers::{Setup, TestApp, assert_error, assert_ok, poll, send, text};
+use crate::helpers::{Setup, TestApp, assert_error, assert_ok, header, poll, send, text};
 use crate::redis::Redis;
 
 /// Two servers on one fresh PostgreSQL database, or `None` (reported) without one.
@@ -138,6 +139,21 @@ async fn changes_and_revoked_keys_reach_the_other_server_within_a_second() {
         "the revoked key is refused within a second"
     );
     assert_error(ask().await, 401, "UNAUTHORIZED").await;
+
+    // A workspace's new rate applies on the second at once, though its key is cached there.
+    let tenant = first.new_tenant("slowed", 100).await;
+    let limit = async || {
+        let res = send(second.api_as(&tenant.key, Method::GET, "/links")).await;
+        header(res.headers(), "ratelimit-limit").map(str::to_owned)
+    };
+    assert_eq!(limit().await.as_deref(), Some("100"));
+    let rate = RateLimit::new(7).expect("a rate");
+    assert!((first.store.set_rate_limit(tenant.workspace.id, rate).await).expect("changed"));
+    let applied = poll(Duration::from_secs(1), async || {
+        (limit().await.as_deref() == Some("7")).then_some(())
+    })
+    .await;
+    assert!(applied.is_some(), "the new rate applies within a second");
 }
 
 #[tokio::test]

@@ -237,6 +237,69 @@ async fn a_revoked_key_is_refused_by_a_running_server_within_five_seconds() {
 }
 
 #[tokio::test]
+async fn a_changed_rate_reaches_a_running_server_within_five_seconds() {
+    let db = TestDatabase::sqlite();
+    cli(
+        &db.url,
+        &["workspace", "create", "acme", "--rate-limit", "50"],
+    )
+    .success();
+    let key = cli(&db.url, &["key", "create", "--workspace", "acme"])
+        .success()
+        .trim()
+        .to_owned();
+    let server = Server::start(&db.url, &[]).await;
+    let api = Api::new(&server, &key);
+    let limit = async || {
+        let res = api.request(Method::GET, "/links").send().await;
+        let res = res.expect("the server answers");
+        assert_eq!(res.status(), 200);
+        let limit = res
+            .headers()
+            .get("ratelimit-limit")
+            .map(|v| v.to_str().map(str::to_owned));
+        limit.and_then(Result::ok)
+    };
+    assert_eq!(limit().await.as_deref(), Some("50"));
+
+    cli(
+        &db.url,
+        &["workspace", "update", "nope", "--rate-limit", "7"],
+    )
+    .one_line_error();
+    cli(
+        &db.url,
+        &["workspace", "update", "acme", "--rate-limit", "0"],
+    )
+    .one_line_error();
+    let updated = cli(
+        &db.url,
+        &["workspace", "update", "acme", "--rate-limit", "7"],
+    );
+    assert!(updated.success().ends_with("\t7/s\n"), "{}", updated.stdout);
+    assert!(
+        cli(&db.url, &["workspace", "list"])
+            .success()
+            .contains("\t7/s\t")
+    );
+
+    eventually(
+        "the new rate to apply",
+        Duration::from_secs(6),
+        async || {
+            let now = limit().await;
+            if now.as_deref() == Some("7") {
+                return Some(());
+            }
+            assert_eq!(now.as_deref(), Some("50"), "before the change takes effect");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            None
+        },
+    )
+    .await;
+}
+
+#[tokio::test]
 async fn the_click_fold_interval_is_how_soon_clicks_reach_the_file_and_zero_is_refused() {
     let db = TestDatabase::sqlite();
     let zero = cli(&db.url, &["serve", "--click-fold-seconds", "0"]);

@@ -409,6 +409,39 @@ async fn a_delivery_pending_when_the_server_is_killed_arrives_after_a_restart() 
     assert_eq!(delivery["attempts"], 2, "{delivery}");
 }
 
+/// A delivery whose attempt was running when the server was killed is leased to the dead
+/// process; on SQLite, where one server uses the file, the next start ends that lease, so the
+/// delivery goes out at once rather than when the lease (a minute) runs out.
+#[tokio::test]
+async fn a_delivery_in_flight_when_the_server_is_killed_goes_out_at_once_after_a_restart() {
+    let db = TestDatabase::sqlite();
+    let (mut first, api) = server(&db, "1h").await;
+    // The first try never answers (the server dies during it); the next succeeds.
+    let receiver = Receiver::start(&[Reply::Hang], Reply::Status(204));
+    let (hook, _secret) = api.create_webhook(&receiver.url, &["link.created"]).await;
+    api.create_link("https://example.com/in-flight").await;
+    let id = receiver.wait_for(1, ARRIVAL, |_| true).await[0]
+        .id()
+        .to_owned();
+    first.kill9().await;
+
+    let second = Server::start(&db.url, &webhook_args("1h")).await;
+    let api = Api::new(&second, &api.key);
+    let got = receiver.wait_for(2, ARRIVAL, |_| true).await;
+    assert_eq!(
+        got[1].id(),
+        id,
+        "the same event, sent again after the restart"
+    );
+    let delivery = api
+        .delivery_when(&hook, &id, ARRIVAL, |d| d["state"] == "delivered")
+        .await;
+    assert_eq!(
+        delivery["attempts"], 1,
+        "the killed try was never recorded: {delivery}"
+    );
+}
+
 /// Two processes share one PostgreSQL database, and so one outbox: each event is sent once.
 #[tokio::test]
 async fn two_servers_on_postgresql_deliver_each_event_exactly_once() {

@@ -155,7 +155,7 @@ fn parse_events(events: &[String]) -> Result<Vec<EventKind>, FieldError> {
     if events.is_empty() {
         return Err(FieldError::new(
             "events",
-            "events must name at least one of link.created, link.clicked",
+            format!("events must name at least one of {}", EventKind::names()),
         ));
     }
     let mut kinds = events

@@ -121,19 +121,23 @@ pub(crate) async fn record_attempts(
         for attempts in endpoints {
             let webhook = attempts[0].webhook_id.to_string();
             lock_endpoint(c, &webhook).await?;
-            // Its count of consecutive failures, followed through the batch and written only
-            // when it changes; `None` when the endpoint was deleted while its attempts ran
-            // (its deliveries went with it: nothing left to record).
-            let mut failures: Option<i32> = webhooks::table
+            // `None` when the endpoint was deleted while its attempts ran (its deliveries went
+            // with it: nothing left to record).
+            let endpoint: Option<(i32, Option<i64>)> = webhooks::table
                 .find(&webhook)
-                .select(webhooks::consecutive_failures)
+                .select((webhooks::consecutive_failures, webhooks::disabled_at))
                 .get_result(c)
                 .await
                 .optional()?;
+            let Some((failures, disabled_at)) = endpoint else {
+                continue;
+            };
+            let mut endpoint = Endpoint {
+                failures,
+                disabled: disabled_at.is_some(),
+            };
             for attempt in attempts {
-                if let Some(failures) = failures.as_mut() {
-                    rows.extend(record_one(c, attempt, failures).await?);
-                }
+                rows.extend(record_one(c, attempt, &mut endpoint).await?);
             }
         }
         // The attempts' rows in few statements rather than one each: on SQLite every statement
@@ -152,16 +156,27 @@ pub(crate) async fn record_attempts(
 /// parameters (SQLite's is 32,766).
 const ATTEMPT_ROWS_PER_INSERT: usize = 1000;
 
+/// An endpoint as a batch of records follows it: its count of consecutive failed deliveries
+/// (written only when it changes) and whether it is disabled.
+struct Endpoint {
+    failures: i32,
+    disabled: bool,
+}
+
 /// Moves one attempt's delivery on, in the caller's transaction, and returns the attempt's row
-/// (`None` when the delivery is gone) for the caller to insert; `failures` is its endpoint's
-/// count of consecutive failed deliveries, kept up to date.
+/// (`None` when the delivery is gone) for the caller to insert; `endpoint` is kept up to date.
 async fn record_one(
     c: &mut Conn,
     a: &AttemptRecord,
-    failures: &mut i32,
+    endpoint: &mut Endpoint,
 ) -> Result<Option<AttemptRow>, StorageError> {
     let now = Timestamp::now().unix_millis();
-    let (state, next_at) = match a.next {
+    // A disabled endpoint receives nothing more: an attempt that would be retried has failed.
+    let next = match a.next {
+        NextStep::RetryAt(_) if endpoint.disabled => NextStep::Failed,
+        next => next,
+    };
+    let (state, next_at) = match next {
         NextStep::Delivered => (DeliveryState::Delivered, None),
         NextStep::RetryAt(at) => (DeliveryState::Pending, Some(at.unix_millis())),
         NextStep::Failed => (DeliveryState::Failed, None),
@@ -184,29 +199,27 @@ async fn record_one(
     let Some(attempt) = attempts else {
         return Ok(None);
     };
-    let hook = webhooks::table.find(a.webhook_id.to_string());
-    match a.next {
+    let webhook = a.webhook_id.to_string();
+    let hook = webhooks::table.find(&webhook);
+    match next {
         // Written only when it changes: every delivery of a healthy endpoint rewriting its one
         // row left a dead row version per delivery and queued attempts on its lock.
-        NextStep::Delivered if *failures != 0 => {
+        NextStep::Delivered if endpoint.failures != 0 => {
             diesel::update(hook)
                 .set(webhooks::consecutive_failures.eq(0))
                 .execute(c)
                 .await?;
-            *failures = 0;
+            endpoint.failures = 0;
         }
         NextStep::Failed => {
-            *failures = diesel::update(hook.clone())
+            endpoint.failures = diesel::update(hook)
                 .set(webhooks::consecutive_failures.eq(webhooks::consecutive_failures + 1))
                 .returning(webhooks::consecutive_failures)
                 .get_result(c)
                 .await?;
-            if *failures >= MAX_CONSECUTIVE_FAILURES {
-                diesel::update(hook)
-                    .filter(webhooks::disabled_at.is_null())
-                    .set(webhooks::disabled_at.eq(now))
-                    .execute(c)
-                    .await?;
+            if endpoint.failures >= MAX_CONSECUTIVE_FAILURES && !endpoint.disabled {
+                disable(c, &webhook, now).await?;
+                endpoint.disabled = true;
             }
         }
         NextStep::Delivered | NextStep::RetryAt(_) => {}
@@ -222,6 +235,35 @@ async fn record_one(
     }))
 }
 
+/// Disables an endpoint, and fails every delivery still pending for it: none will be tried
+/// again (a claim passes disabled endpoints over), and one left pending would wait for ever.
+/// Attempts in flight record their own outcome over this when they end.
+async fn disable(c: &mut Conn, webhook: &str, now: i64) -> Result<(), StorageError> {
+    diesel::update(webhooks::table.find(webhook))
+        .set(webhooks::disabled_at.eq(now))
+        .execute(c)
+        .await?;
+    let pending = webhook_deliveries::table
+        .filter(webhook_deliveries::webhook_id.eq(webhook))
+        .filter(webhook_deliveries::state.eq(DeliveryState::Pending.as_str()));
+    diesel::update(pending.filter(webhook_deliveries::last_error.is_null()))
+        .set(webhook_deliveries::last_error.eq(ENDPOINT_DISABLED))
+        .execute(c)
+        .await?;
+    diesel::update(pending)
+        .set((
+            webhook_deliveries::state.eq(DeliveryState::Failed.as_str()),
+            webhook_deliveries::locked_until.eq(None::<i64>),
+            webhook_deliveries::updated_at.eq(now),
+        ))
+        .execute(c)
+        .await?;
+    Ok(())
+}
+
+/// Why a delivery that was never answered failed.
+const ENDPOINT_DISABLED: &str = "not sent: the endpoint was disabled after consecutive failures";
+
 pub(crate) async fn release(
     c: &mut Conn,
     event_id: MessageId,
@@ -233,6 +275,20 @@ pub(crate) async fn release(
         .execute(c)
         .await?;
     Ok(())
+}
+
+/// Ends every lease; returns how many there were. Only for a database one server uses alone
+/// (SQLite), at its start: a lease then was held by a process that is gone, and its deliveries
+/// go out at once instead of when the lease runs out.
+pub(crate) async fn end_leases(c: &mut Conn) -> Result<usize, StorageError> {
+    Ok(diesel::update(
+        webhook_deliveries::table
+            .filter(webhook_deliveries::state.eq(DeliveryState::Pending.as_str()))
+            .filter(webhook_deliveries::locked_until.is_not_null()),
+    )
+    .set(webhook_deliveries::locked_until.eq(None::<i64>))
+    .execute(c)
+    .await?)
 }
 
 /// Event ids of `webhook`'s pending deliveries that are due and not leased, oldest due first,

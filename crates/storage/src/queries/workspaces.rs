@@ -2,7 +2,7 @@
 
 use diesel::prelude::*;
 use diesel_async::RunQueryDsl;
-use shortlink_domain::{ApiKey, ApiKeyHash, ApiKeyId, Workspace, WorkspaceId};
+use shortlink_domain::{ApiKey, ApiKeyHash, ApiKeyId, RateLimit, Workspace, WorkspaceId};
 
 use super::Conn;
 use crate::StorageError;
@@ -41,6 +41,24 @@ pub(crate) async fn insert_workspace(c: &mut Conn, w: &Workspace) -> Result<(), 
         return Err(StorageError::AlreadyExists("a workspace with this name"));
     }
     Ok(())
+}
+
+/// Sets a workspace's rate; `false` when there is no such workspace. Keys cached with the old
+/// rate are stale: every instance hears of it.
+pub(crate) async fn set_rate_limit(
+    c: &mut Conn,
+    workspace: WorkspaceId,
+    rate: RateLimit,
+) -> Result<bool, StorageError> {
+    let per_second = i32::try_from(rate.per_second()).unwrap_or(i32::MAX);
+    let changed = diesel::update(workspaces::table.find(workspace.to_string()))
+        .set(workspaces::rate_limit.eq(per_second))
+        .execute(c)
+        .await?;
+    if changed == 1 {
+        super::announce(c, &[crate::model::Change::Keys]).await?;
+    }
+    Ok(changed == 1)
 }
 
 pub(crate) async fn list_workspaces(c: &mut Conn) -> Result<Vec<Workspace>, StorageError> {

@@ -251,16 +251,18 @@ each_backend!(
         let acme = workspace(&store, "acme").await;
         let hook = webhook(&store, &acme, &[EventKind::LinkCreated]).await;
         let n = shortlink_domain::MAX_CONSECUTIVE_FAILURES as usize;
-        let batch = (0..n)
+        // n to fail, two more in flight when the endpoint is disabled, one never claimed.
+        let batch = (0..n + 3)
             .map(|i| new_link(&acme, None, &format!("https://example.com/{i}")))
             .collect();
         store.create_links(batch, &base()).await.unwrap();
         let claimed = store
-            .claim_due(Timestamp::now(), 100, later())
+            .claim_due(Timestamp::now(), n as i64 + 2, later())
             .await
             .unwrap();
-        assert_eq!(claimed.len(), n);
-        for (i, c) in claimed.iter().enumerate() {
+        assert_eq!(claimed.len(), n + 2);
+        let (failing, in_flight) = claimed.split_at(n);
+        for (i, c) in failing.iter().enumerate() {
             store
                 .record_attempts(&[AttemptRecord {
                     event_id: c.delivery.event_id,
@@ -277,6 +279,47 @@ each_backend!(
             assert_eq!(now.consecutive_failures, i as i32 + 1);
             assert_eq!(now.disabled_at.is_some(), i + 1 == n);
         }
+        // What was still pending has failed: nothing will try it again.
+        let list = |state| {
+            let store = store.clone();
+            async move {
+                let all = store.list_deliveries(acme.id, hook.id, 100).await.unwrap();
+                all.unwrap()
+                    .into_iter()
+                    .filter(|d| d.state == state)
+                    .collect::<Vec<_>>()
+            }
+        };
+        assert!(list(DeliveryState::Pending).await.is_empty());
+        let failed = list(DeliveryState::Failed).await;
+        assert_eq!(failed.len(), n + 3);
+        let not_sent = failed.iter().filter(|d| d.attempts == 0).count();
+        assert_eq!(not_sent, 3);
+        assert!(failed.iter().filter(|d| d.attempts == 0).all(|d| {
+            d.last_error.as_deref()
+                == Some("not sent: the endpoint was disabled after consecutive failures")
+        }));
+        // An attempt in flight records its outcome, and one to be retried has failed instead.
+        let retried = AttemptRecord {
+            event_id: in_flight[0].delivery.event_id,
+            webhook_id: hook.id,
+            started_at: Timestamp::now(),
+            duration_ms: 1,
+            status_code: Some(500),
+            error: None,
+            next: NextStep::RetryAt(Timestamp::now()),
+        };
+        store.record_attempts(&[retried]).await.unwrap();
+        assert!(list(DeliveryState::Pending).await.is_empty());
+        let recorded = list(DeliveryState::Failed).await;
+        let recorded = recorded
+            .iter()
+            .find(|d| d.event_id == in_flight[0].delivery.event_id)
+            .unwrap();
+        assert_eq!(
+            (recorded.attempts, recorded.last_status_code),
+            (1, Some(500))
+        );
         // A disabled endpoint gets no new events.
         create(&store, new_link(&acme, None, "https://example.com/after")).await;
         assert!(
