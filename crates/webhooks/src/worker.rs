@@ -154,7 +154,8 @@ impl<Q: DeliveryQueue> DeliveryWorker<Q> {
         let schedule = Arc::new(config.schedule);
         let unrecorded = Arc::new(Semaphore::new(concurrency + RECORD_BATCH));
         let (records, recorded) = tokio::sync::mpsc::unbounded_channel();
-        let recorder = tokio::spawn(record(queue.clone(), recorded, wake.clone()));
+        let written = Arc::new(Notify::new());
+        let recorder = tokio::spawn(record(queue.clone(), recorded, Arc::clone(&written)));
         let mut shutdown = std::pin::pin!(shutdown);
         let mut in_flight: JoinSet<()> = JoinSet::new();
         let mut stopping = false;
@@ -225,6 +226,9 @@ impl<Q: DeliveryQueue> DeliveryWorker<Q> {
                     claim_now |= more_due;
                 }
                 () = wake.0.notified() => claim_now = true,
+                // Records written free their permits: like an attempt that ended, a reason to
+                // ask again only when the last answer suggested more is due.
+                () = written.notified() => claim_now |= more_due,
                 () = sleep_until(next_poll) => {
                     claim_now = true;
                     // Also when every slot is busy, so a full worker does not spin on a timer
@@ -260,7 +264,7 @@ const RECORD_BATCH: usize = 256;
 /// leased and pending until its record commits, and every claim's scan passes over such rows:
 /// a worker that ran ahead of its recorder (the database slowed by a burst of clicks) left
 /// thousands of them, and each claim grew slower the further it got ahead. Bounded, the worker
-/// waits for its records instead; the recorder wakes it after each write.
+/// waits for its records instead; the recorder tells it after each write.
 type Unrecorded = (AttemptRecord, OwnedSemaphorePermit);
 
 /// One attempt; its record goes to the recorder, holding `permit` until it is written.
@@ -319,7 +323,7 @@ async fn deliver(
 async fn record<Q: DeliveryQueue>(
     queue: Q,
     mut records: UnboundedReceiver<Unrecorded>,
-    wake: WakeHandle,
+    written: Arc<Notify>,
 ) {
     let mut received = Vec::with_capacity(RECORD_BATCH);
     while records.recv_many(&mut received, RECORD_BATCH).await > 0 {
@@ -335,7 +339,7 @@ async fn record<Q: DeliveryQueue>(
         }
         // Written (or given up on: their leases end): the worker may claim in their place.
         drop(permits);
-        wake.wake();
+        written.notify_one();
     }
 }
 

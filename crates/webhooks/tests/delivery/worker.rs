@@ -92,6 +92,32 @@ async fn retries_with_the_same_id_until_delivered() {
     }
 }
 
+/// Once a claim came back with slots to spare, nothing more was due: the worker asks again when
+/// woken or at its poll, not because an attempt ended or its record was written.
+#[tokio::test]
+async fn an_idle_worker_does_not_ask_again_after_its_last_delivery() {
+    let receiver = Receiver::start(Behaviour::Status(200));
+    let queue = MemoryQueue::new();
+    let c = claimed(&receiver.url("/"));
+    let id = c.delivery.event_id;
+    queue.push(c);
+    let worker = start(
+        &queue,
+        WorkerConfig {
+            poll_interval: Duration::from_secs(3600),
+            ..config("1h")
+        },
+    );
+    eventually("delivery", WITHIN, || {
+        (queue.delivery(id).state == DeliveryState::Delivered).then_some(())
+    })
+    .await;
+    // Time for any claim the record would cause.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(queue.claims(), 1, "the one claim that found the delivery");
+    worker.stop().await;
+}
+
 #[tokio::test]
 async fn fails_after_one_try_plus_the_schedule() {
     let receiver = Receiver::start(Behaviour::Status(500));
