@@ -18,6 +18,12 @@ def test_sign_in_refuses_a_wrong_key_then_accepts_the_right_one(dashboard):
     dashboard.check_accessibility("sign-in")
     dashboard.screenshots("sign-in")
     page.get_by_label("API key").fill("sk_wrongwrongwrongwrongwrongwrongwrong")
+    # "Skip to content" moves focus into the page without going through the router, which
+    # would draw a fresh form (and forget what was typed).
+    page.get_by_role("link", name="Skip to content").focus()
+    page.keyboard.press("Enter")
+    assert page.evaluate("document.querySelector('main').contains(document.activeElement)")
+    expect(page.get_by_label("API key")).to_have_value("sk_wrongwrongwrongwrongwrongwrongwrong")
     page.get_by_role("button", name="Sign in").click()
     expect(page.get_by_role("alert")).to_contain_text("This key was not accepted")
     expect(page.get_by_label("API key")).to_have_attribute("aria-invalid", "true")
@@ -45,7 +51,15 @@ def test_create_a_link_find_it_and_download_its_qr_code(dashboard, tmp_path):
     expect(page.locator(".field-error").first).to_contain_text("destination")
     expect(page.get_by_label("Destination URL")).to_have_attribute("aria-invalid", "true")
 
+    # A taken short code (409, which names no field) is explained beside the short code too.
+    assert dashboard.server.api("POST", "/links", {"destination": "https://example.com/taken", "customSlug": "e2e-taken"})[0] == 200
     page.get_by_label("Destination URL").fill("https://example.com/e2e/landing?from=dashboard")
+    page.get_by_label("Custom short code (optional)").fill("e2e-taken")
+    page.get_by_role("button", name="Create link").click()
+    expect(page.get_by_label("Custom short code (optional)")).to_have_attribute("aria-invalid", "true")
+    expect(page.get_by_label("Custom short code (optional)")).to_be_focused()
+    expect(page.locator(".field-error").filter(has_text="already taken")).to_have_count(1)
+
     page.get_by_label("Custom short code (optional)").fill("e2e-qr")
     page.get_by_role("button", name="Create link").click()
     expect(page.get_by_role("heading", name="Links", exact=True)).to_be_visible()
@@ -94,6 +108,43 @@ def test_create_a_link_find_it_and_download_its_qr_code(dashboard, tmp_path):
     expect(page.get_by_role("row").filter(has_text="/e2e-qr").locator("td.num")).to_have_text("3")
 
 
+def test_the_qr_dialog_opens_once_and_follows_the_last_choice(dashboard):
+    """A double click while the dialog's module loads opens one dialog; an answer that arrives
+    after a later one (the format changed meanwhile) is not shown, nor downloaded."""
+    assert dashboard.server.api("POST", "/links", {"destination": "https://example.com/qr-race", "customSlug": "e2e-qr-race"})[0] == 200
+    page = dashboard.sign_in()
+    page.get_by_role("button", name="QR code of e2e-qr-race").dblclick()
+    dialog = page.get_by_role("dialog")
+    expect(dialog.get_by_role("img")).to_be_visible()
+    expect(page.locator("dialog")).to_have_count(1)
+
+    # SVG answers are held back 600 ms: the SVG asked for first arrives after the PNG asked next.
+    page.evaluate("""() => {
+      const fetch = window.fetch;
+      window.slowAnswers = 0;
+      window.fetch = async (url, options) => {
+        const response = await fetch(url, options);
+        if (String(url).includes('format=svg')) {
+          await new Promise((resolve) => setTimeout(resolve, 600));
+          window.slowAnswers++;
+        }
+        return response;
+      };
+    }""")
+    dialog.get_by_label("Format").select_option("png")
+    expect(dialog.get_by_role("button", name="Download")).to_be_enabled()
+    with page.expect_request(lambda r: "format=svg" in r.url):
+        dialog.get_by_label("Format").select_option("svg")
+    with page.expect_response(lambda r: "format=png" in r.url):
+        dialog.get_by_label("Format").select_option("png")
+    page.wait_for_function("() => window.slowAnswers === 1")
+    page.evaluate("() => new Promise((resolve) => setTimeout(resolve, 50))")
+    expect(dialog.get_by_role("button", name="Download")).to_be_enabled()
+    with page.expect_download() as download:
+        dialog.get_by_role("button", name="Download").click()
+    assert download.value.suggested_filename == "e2e-qr-race-qr.png"
+
+
 def test_edit_a_link_and_see_the_new_destination(dashboard):
     status, _ = dashboard.server.api("POST", "/links", {"destination": "https://example.com/before", "customSlug": "e2e-edit"})
     assert status == 200
@@ -102,6 +153,12 @@ def test_edit_a_link_and_see_the_new_destination(dashboard):
     expect(page.get_by_role("heading", name="Edit e2e-edit")).to_be_visible()
     dashboard.check_accessibility("link-edit")
     dashboard.screenshots("link-edit")
+    assert dashboard.server.api("POST", "/links", {"destination": "https://example.com/other", "customSlug": "e2e-other-slug"})[0] == 200
+    page.get_by_label("Short code").fill("e2e-other-slug")
+    page.get_by_role("button", name="Save changes").click()
+    expect(page.get_by_label("Short code")).to_have_attribute("aria-invalid", "true")
+    expect(page.locator(".field-error").filter(has_text="'e2e-other-slug' is already taken")).to_have_count(1)
+    page.get_by_label("Short code").fill("e2e-edit")
     page.get_by_label("Destination URL").fill("https://example.com/after")
     page.get_by_role("button", name="Save changes").click()
     expect(page.get_by_role("row").filter(has_text="/e2e-edit")).to_contain_text("https://example.com/after")
@@ -124,6 +181,8 @@ def test_delete_asks_first_and_cancel_keeps_the_link(dashboard):
     row.get_by_role("button", name="Delete e2e-doomed").click()
     page.get_by_role("dialog").get_by_role("button", name="Delete link").click()
     expect(page.get_by_role("row").filter(has_text="/e2e-doomed")).to_have_count(0)
+    # The button that had focus went with its row: focus is on the page's heading, not lost.
+    expect(page.get_by_role("heading", name="Links", exact=True)).to_be_focused()
     assert dashboard.server.api("GET", "/links/e2e-doomed")[0] == 404
 
 
@@ -159,6 +218,21 @@ def test_import_250_rows_of_which_3_are_bad(dashboard, tmp_path):
     dashboard.screenshots("import-results")
     assert dashboard.server.api("GET", "/links/imp-249")[0] == 200
     assert dashboard.server.api("GET", "/links/imp-bad-url")[0] == 404
+
+
+def test_a_double_click_on_import_imports_once(dashboard, tmp_path):
+    file = tmp_path / "twice.csv"
+    file.write_text("destination,customSlug\n" + "".join(f"https://example.com/twice/{i},e2e-twice-{i}\n" for i in range(3)))
+    page = dashboard.sign_in()
+    page.get_by_role("link", name="Import", exact=True).click()
+    page.get_by_label("CSV file").set_input_files(file)
+    bulk = []
+    page.on("request", lambda r: bulk.append(r.url) if r.url.endswith("/links/bulk") else None)
+    page.get_by_role("button", name="Import", exact=True).dblclick()
+    expect(page.get_by_text("3 created, 0 failed, of 3 rows.")).to_be_visible()
+    page.wait_for_load_state("networkidle")
+    assert len(bulk) == 1, bulk
+    expect(page.get_by_text("3 created, 0 failed, of 3 rows.")).to_be_visible()
 
 
 def test_import_waits_out_the_rate_limit_and_loses_nothing(dashboard, tmp_path):
@@ -197,6 +271,7 @@ def test_create_a_webhook_and_see_its_secret_only_once(dashboard):
 
     page.get_by_role("button", name="I have saved it").click()
     expect(page.get_by_text(value)).to_have_count(0)
+    expect(page.get_by_role("heading", name="Webhooks")).to_be_focused()
     page.reload()
     expect(page.get_by_role("row").filter(has_text="http://127.0.0.1:9/e2e-hook")).to_be_visible()
     assert value not in page.content(), "the secret is never shown again"
@@ -220,8 +295,34 @@ def test_create_a_webhook_and_see_its_secret_only_once(dashboard):
     page.get_by_role("button", name="Delete http://127.0.0.1:9/e2e-hook").click()
     page.get_by_role("dialog").get_by_role("button", name="Delete endpoint").click()
     expect(page.get_by_role("row").filter(has_text="http://127.0.0.1:9/e2e-hook")).to_have_count(0)
+    expect(page.get_by_role("heading", name="Webhooks")).to_be_focused()
     hooks = dashboard.server.api("GET", "/webhooks")[1]["data"]
     assert all(h["targetUrl"] != "http://127.0.0.1:9/e2e-hook" for h in (hooks if isinstance(hooks, list) else hooks["items"]))
+
+
+def test_load_more_deliveries_on_a_double_click_loads_each_page_once(dashboard):
+    server = dashboard.server
+    status, created = server.api("POST", "/webhooks", {"targetUrl": "http://127.0.0.1:9/e2e-many", "events": ["link.created"]})
+    assert status == 200
+    hook = created["data"]["id"]
+    try:
+        assert server.api("POST", "/links/bulk", [{"destination": f"https://example.com/hook/{i}"} for i in range(25)])[0] == 200
+        # Deliveries are queued from the creations' events, moments after the answer.
+        deadline = time.monotonic() + 10
+        while len(server.api("GET", f"/webhooks/{hook}/deliveries?limit=100")[1]["data"]["items"]) < 25:
+            assert time.monotonic() < deadline, "25 deliveries were not queued within 10 s"
+            time.sleep(0.1)
+        page = dashboard.sign_in()
+        page.goto(f"{server.base}/#/webhooks/{hook}")
+        rows = page.locator("table.cards tbody tr")
+        expect(rows).to_have_count(20)
+        page.get_by_role("button", name="Load more").dblclick()
+        expect(rows).to_have_count(25)
+        page.wait_for_load_state("networkidle")
+        events = rows.locator("td:first-child").all_text_contents()
+        assert len(events) == len(set(events)) == 25
+    finally:
+        server.api("DELETE", f"/webhooks/{hook}")
 
 
 def test_analytics_page_explains_what_the_server_answers(dashboard):
@@ -252,6 +353,32 @@ def test_load_more_walks_the_pages_without_repeating_a_link(dashboard):
     expect(rows).not_to_have_count(40)
     urls = rows.locator("td:first-child a").all_text_contents()
     assert len(urls) == len(set(urls)) >= 45
+
+
+def test_totals_count_archived_links_and_their_clicks(dashboard):
+    """Archived links still redirect, and their clicks are in "last 30 days": the totals count
+    them too, so "all time" is never below it."""
+    server = dashboard.server
+    status, created = server.api("POST", "/links", {"destination": "https://example.com/shelved", "customSlug": "e2e-shelved", "archived": True})
+    if status != 200:
+        pytest.skip("this server does not accept link options (archived, …) yet")
+    for _ in range(2):
+        assert server.visit("e2e-shelved", CHROME) == 302
+    deadline = time.monotonic() + 10
+    while server.api("GET", "/links/e2e-shelved")[1]["data"]["clicks"] != 2:
+        assert time.monotonic() < deadline, "two clicks were not counted within 10 s"
+        time.sleep(0.1)
+    links, clicks, cursor = 0, 0, ""
+    while True:
+        page_ = server.api("GET", f"/links?limit=100&archived=true{cursor}")[1]["data"]
+        links += len(page_["items"])
+        clicks += sum(link["clicks"] for link in page_["items"])
+        if not page_["nextCursor"]:
+            break
+        cursor = f"&cursor={page_['nextCursor']}"
+    page = dashboard.sign_in()
+    expect(page.locator(".stat").filter(has_text="Links").locator("dd")).to_have_text(f"{links:,}")
+    expect(page.locator(".stat").filter(has_text="Clicks, all time").locator("dd")).to_have_text(f"{clicks:,}")
 
 
 def test_dark_mode_follows_the_system(dashboard):
@@ -288,6 +415,46 @@ def test_keyboard_alone_reaches_and_works_the_controls(dashboard):
     expect(page.get_by_role("dialog")).to_have_count(0)
     assert page.evaluate("document.activeElement.getAttribute('aria-label')") == "QR code of e2e-keys"
 
+    # "Skip to content" lands in the page it is on, not on "Page not found".
+    page.get_by_role("link", name="Skip to content").focus()
+    page.keyboard.press("Enter")
+    expect(page.get_by_role("heading", name="Links", exact=True)).to_be_focused()
+    assert page.url.endswith("#/links")
+
+
+def test_a_phone_shows_long_tags_short_codes_and_chart_labels_whole(dashboard):
+    """At 375 px: a tag of 50 characters wraps inside its card, a 64-character short code in
+    the workspace's ranking of links stays inside its panel, and the chart's labels can be read."""
+    server = dashboard.server
+    if not has_analytics(server):
+        pytest.skip("this server has no /api/v1/analytics yet")
+    slug = "e2e-narrow-" + "x" * 53
+    tag = "Newsletter-Summer-Campaign-2026-Members-Worldwide-"
+    status, _ = server.api("POST", "/links", {"destination": "https://example.com/narrow", "customSlug": slug, "tags": [tag]})
+    if status != 200:
+        pytest.skip("this server does not accept link options (tags, …) yet")
+    assert server.visit(slug, CHROME) == 302
+    dashboard.page.set_viewport_size({"width": 375, "height": 900})
+    page = dashboard.sign_in()
+    page.get_by_label("Search").fill("e2e-narrow")
+    page.get_by_role("button", name="Apply").click()
+    row = page.get_by_role("row").filter(has_text=slug)
+    button = row.get_by_role("button", name=f"Show links tagged {tag}")
+    expect(button).to_be_visible()
+    # Nothing runs past the cards' frame (which would clip it, or scroll it sideways).
+    frame, chip = page.locator(".table-wrap").bounding_box(), button.bounding_box()
+    assert chip["x"] + chip["width"] <= frame["x"] + frame["width"], (chip, frame)
+    assert page.evaluate("[...document.querySelectorAll('.table-wrap')].every((w) => w.scrollWidth <= w.clientWidth)")
+
+    page.get_by_role("link", name="Analytics", exact=True).click()
+    expect(page.get_by_role("region", name="Links").get_by_role("link", name=slug)).to_be_visible()
+    overflowing = page.evaluate("[...document.querySelectorAll('.breakdown')].filter((b) => b.scrollWidth > b.clientWidth).map((b) => b.getAttribute('aria-label'))")
+    assert overflowing == []
+    assert page.evaluate("document.documentElement.scrollWidth") <= 375
+    # Labels of the chart drawn at the phone's width, not shrunk from a wider drawing.
+    page.wait_for_function("() => [...document.querySelectorAll('.chart text')].every((t) => t.getBoundingClientRect().height >= 10)", timeout=5_000)
+    dashboard.check_accessibility("analytics-workspace-narrow")
+
 
 def test_a_tag_filters_the_list_or_says_why_not(dashboard):
     """With link options on the server, clicking a tag lists that tag's links; without them, the
@@ -309,6 +476,17 @@ def test_a_page_that_does_not_exist_says_so(dashboard):
     page = dashboard.sign_in()
     page.goto(f"{dashboard.server.base}/#/nowhere")
     expect(page.get_by_role("heading", name="Page not found")).to_be_visible()
+
+
+def test_a_page_whose_code_cannot_be_fetched_says_so(dashboard):
+    """With the server gone, a page never visited cannot load its module: the page says so
+    instead of staying as it was."""
+    page = dashboard.sign_in()
+    page.route("**/assets/js/webhooks.js", lambda route: route.abort())
+    page.get_by_role("link", name="Webhooks").click()
+    expect(page.get_by_role("heading", name="This page could not be loaded")).to_be_focused()
+    expect(page.get_by_role("alert")).to_contain_text("The server could not be reached")
+    dashboard.check_accessibility("page-not-loaded")
 
 
 def test_first_paint_of_twenty_links_from_a_cold_cache(browser, server, report):
@@ -358,6 +536,7 @@ def test_the_chart_and_the_csv_reader_on_known_input(dashboard):
       return {
         line: chart.querySelector('polyline').getAttribute('points').split(' ').length,
         dots: chart.querySelectorAll('circle').length,
+        ticks: [...chart.querySelectorAll('text.tick')].map((t) => t.textContent),
         label: chart.querySelector('svg').getAttribute('aria-label'),
         rows: rows.map((r) => [r.line, r.cells]),
         back: csvLine(['a,b', 'say "hi"', 'plain']),
@@ -368,6 +547,7 @@ def test_the_chart_and_the_csv_reader_on_known_input(dashboard):
       };
     }""")
     assert result["line"] == 4 and result["dots"] == 4
+    assert result["ticks"] == ["0", "5", "10"], "the click axis is labelled"
     assert result["label"].startswith("Clicks per day: 11 clicks from") and "with 7" in result["label"]
     assert result["rows"] == [
         [1, ["destination", "customSlug"]],
@@ -423,16 +603,23 @@ def test_analytics_chart_and_breakdowns_follow_clicks(dashboard, tmp_path):
     dashboard.screenshots("analytics-with-data")
 
     # Picking an entry filters everything by it; removing the filter brings the rest back.
+    # Focus goes to the chip that undoes the choice, then (no chip left) to the heading.
     page.get_by_role("button", name="Only desktop (Devices)").click()
     expect(stat.locator("dd")).to_have_text("3")
+    expect(page.get_by_role("button", name="Remove the filter device desktop")).to_be_focused()
     page.get_by_role("button", name="Remove the filter device desktop").click()
     expect(stat.locator("dd")).to_have_text("5")
+    expect(page.get_by_role("heading", name="Analytics of e2e-counted")).to_be_focused()
 
     page.get_by_label("Interval").select_option("hour")
     page.get_by_label("Range").select_option("1")
     page.get_by_role("button", name="Show").click()
     expect(page.get_by_role("img", name=re.compile(r"^Clicks per hour: 5 clicks"))).to_be_visible()
 
+    # The export is of what the page shows: dates typed but not applied with "Show" are not used.
+    page.get_by_label("Range").select_option("custom")
+    page.get_by_label("From", exact=True).fill("2001-01-01")
+    page.get_by_label("To (inclusive)").fill("2001-01-02")
     with page.expect_download() as export:
         page.get_by_role("button", name="Export CSV").click()
     file = tmp_path / "export.csv"
@@ -440,6 +627,12 @@ def test_analytics_chart_and_breakdowns_follow_clicks(dashboard, tmp_path):
     rows = list(csv.reader(file.open()))
     assert rows[0] == ["timestamp", "linkId", "shortCode", "country", "city", "device", "browser", "os", "referrer", "referrerUrl"]
     assert len(rows) == 6 and {r[2] for r in rows[1:]} == {"e2e-counted"}
+
+    # The workspace's "Links" ranking names each link by its short code, and leads to its page.
+    page.get_by_role("link", name="Analytics", exact=True).click()
+    expect(page.get_by_role("heading", name="Analytics of the workspace")).to_be_visible()
+    page.get_by_role("region", name="Links").get_by_role("link", name="e2e-counted", exact=True).click()
+    expect(page.get_by_role("heading", name="Analytics of e2e-counted")).to_be_visible()
 
 
 def test_create_a_link_with_options_and_find_it_by_search_and_tag(dashboard):
@@ -452,6 +645,14 @@ def test_create_a_link_with_options_and_find_it_by_search_and_tag(dashboard):
     page.get_by_label("Custom short code (optional)").fill("e2e-options")
     page.get_by_label("Tags (optional)").fill("launch, e2e")
     page.get_by_label("Maximum clicks").fill("100")
+    # A date without its time is no date-time: said so, rather than a link without expiry.
+    page.get_by_label("Expires at").focus()
+    page.keyboard.type("01012099")
+    assert page.get_by_label("Expires at").evaluate("input => input.validity.badInput")
+    page.get_by_role("button", name="Create link").click()
+    expect(page.get_by_label("Expires at")).to_have_attribute("aria-invalid", "true")
+    expect(page.get_by_label("Expires at")).to_be_focused()
+    assert server.api("GET", "/links/e2e-options")[0] == 404
     page.get_by_label("Expires at").fill("2099-01-01T12:00")
     page.get_by_label("Redirect type").select_option("301")
     page.get_by_label("Password").fill("open sesame")
@@ -496,11 +697,19 @@ def test_import_with_option_columns(dashboard, tmp_path):
     if not has_link_options(dashboard.server):
         pytest.skip("this server does not accept link options (tags, expiresAt, …) yet")
     file = tmp_path / "options.csv"
-    file.write_text("destination,customSlug,tags,maxClicks\r\nhttps://example.com/o1,e2e-o1,a|b,5\r\nhttps://example.com/o2,e2e-o2,,zero\r\n")
+    file.write_text("destination,customSlug,tags,maxClicks,archived\r\n"
+                    "https://example.com/o1,e2e-o1,a|b,5,yes\r\n"
+                    "https://example.com/o2,e2e-o2,,zero,\r\n"
+                    "https://example.com/o3,e2e-o3,,,maybe\r\n")
     page = dashboard.sign_in()
     page.get_by_role("link", name="Import", exact=True).click()
     page.get_by_label("CSV file").set_input_files(file)
     page.get_by_role("button", name="Import", exact=True).click()
-    expect(page.get_by_text("1 created, 1 failed, of 2 rows.")).to_be_visible()
-    expect(page.locator("td.state-failed")).to_contain_text("maxClicks")
-    assert dashboard.server.api("GET", "/links/e2e-o1")[1]["data"]["tags"] == ["a", "b"]
+    expect(page.get_by_text("1 created, 2 failed, of 3 rows.")).to_be_visible()
+    failed = page.locator("td.state-failed")
+    expect(failed.first).to_contain_text("maxClicks")
+    # An `archived` cell that is no yes or no fails its row, rather than publishing the link.
+    expect(failed.last).to_contain_text('archived must be true or false (or yes/no, 1/0), not "maybe"')
+    created = dashboard.server.api("GET", "/links/e2e-o1")[1]["data"]
+    assert created["tags"] == ["a", "b"] and created["archived"] is True
+    assert dashboard.server.api("GET", "/links/e2e-o3")[0] == 404

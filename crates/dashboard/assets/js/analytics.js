@@ -2,13 +2,27 @@
 // pickers, breakdowns, and the CSV export (fetched with the key, saved through a blob URL).
 
 import { api, apiBlob } from "./api.js";
-import { alert, count, download, errorAlert, field, h, heading, loading } from "./dom.js";
+import { alert, count, download, errorAlert, field, focusHeading, h, heading, loading } from "./dom.js";
 import { breakdown, timeSeriesChart } from "./chart.js";
 
 /** [groupBy, title, the filter its keys go to]. */
 const BREAKDOWNS = [["countries", "Countries", "country"], ["cities", "Cities", "city"], ["devices", "Devices", "device"],
   ["browsers", "Browsers", "browser"], ["os", "Operating systems", "os"], ["referrers", "Referrers", "referrer"]];
 const DAY = 86_400_000;
+
+/** The links breakdown names link ids: each entry shown gets its link's short code and a way to
+ * its analytics (a link deleted since keeps its id, without a way). */
+function withShortCodes(entries) {
+  return Promise.all(entries.map(async (entry) => {
+    if (entry.key === null) return entry;
+    try {
+      const link = await api("GET", `/links/${encodeURIComponent(entry.key)}`);
+      return { ...entry, label: link.shortCode, href: `#/links/${encodeURIComponent(link.shortCode)}/analytics` };
+    } catch {
+      return entry;
+    }
+  }));
+}
 
 export async function analyticsPage(code) {
   let link = null;
@@ -36,9 +50,25 @@ export async function analyticsPage(code) {
   const filters = new Map(); // filter parameter → value, from picking a breakdown's entry
   const chips = h("div", { class: "actions", role: "group", "aria-label": "Filters" });
   const showFilters = () => chips.replaceChildren(...[...filters].map(([name, value]) =>
-    h("button", { type: "button", class: "tag", "aria-label": `Remove the filter ${name} ${value}`,
-      onclick: () => { filters.delete(name); showFilters(); load(); } }, `${name}: ${value} ✕`)));
-  const pick = (name) => name && ((key) => { filters.set(name, key); showFilters(); load(); });
+    h("button", { type: "button", class: "tag", "data-filter": name, "aria-label": `Remove the filter ${name} ${value}`,
+      onclick: () => unpick(name) }, `${name}: ${value} ✕`)));
+  // The entry or chip that was pressed is gone once the page is drawn again: focus goes to the
+  // chip that undoes the choice, or after a removal to the next chip (the heading when none is left).
+  const pick = (name) => name && ((key) => {
+    filters.set(name, key);
+    showFilters();
+    chips.querySelector(`[data-filter="${name}"]`).focus();
+    load();
+  });
+  const unpick = (name) => {
+    const index = [...filters.keys()].indexOf(name);
+    filters.delete(name);
+    showFilters();
+    const next = chips.children[Math.min(index, chips.children.length - 1)];
+    if (next) next.focus();
+    else focusHeading();
+    load();
+  };
 
   const period = () => {
     const f = form.elements;
@@ -50,17 +80,22 @@ export async function analyticsPage(code) {
     return { start: new Date(now - Number(f.range.value) * DAY).toISOString(), end: new Date(now + 60_000).toISOString() };
   };
   const base = () => ({ linkId: link?.id, timezone, ...period(), ...Object.fromEntries(filters) });
+  // What the page shows, for the export: the form may hold a range not yet applied with "Show".
+  let shown = null;
 
   async function load() {
     status.replaceChildren(loading("Loading analytics…"));
     const q = base();
+    shown = q;
     const interval = form.elements.interval.value;
     try {
       const [total, series, ...groups] = await Promise.all([
         api("GET", "/analytics", { query: { ...q, groupBy: "count" } }),
         api("GET", "/analytics", { query: { ...q, groupBy: "timeseries", interval } }),
-        ...breakdowns.map(([by]) => api("GET", "/analytics", { query: { ...q, groupBy: by, limit: 10 } })),
+        ...breakdowns.map(([by]) => api("GET", "/analytics", { query: { ...q, groupBy: by, limit: 10 } }).then((entries) =>
+          (by === "links" ? withShortCodes(entries) : entries))),
       ]);
+      if (shown !== q) return; // a later load is on its way
       status.replaceChildren();
       content.replaceChildren(
         h("dl", { class: "stats" },
@@ -69,6 +104,7 @@ export async function analyticsPage(code) {
         h("section", { class: "panel" }, h("h2", {}, `Clicks per ${interval}`), timeSeriesChart(series, interval)),
         h("div", { class: "breakdowns" }, breakdowns.map(([, title, filter], i) => breakdown(title, groups[i], pick(filter)))));
     } catch (error) {
+      if (shown !== q) return;
       content.replaceChildren();
       status.replaceChildren(errorAlert(error,
         ...(error.status === 404 && /route/i.test(error.message) ? ["This server does not offer analytics yet."] : [])));
@@ -83,7 +119,7 @@ export async function analyticsPage(code) {
   form.querySelector(".export").addEventListener("click", async () => {
     status.replaceChildren(loading("Preparing the export…"));
     try {
-      const blob = await apiBlob("/analytics/export", { ...base(), format: "csv" }, "text/csv");
+      const blob = await apiBlob("/analytics/export", { ...(shown ?? base()), format: "csv" }, "text/csv");
       download(blob, `clicks-${link?.shortCode ?? "workspace"}.csv`);
       status.replaceChildren(alert("ok", "The export was downloaded."));
     } catch (error) {

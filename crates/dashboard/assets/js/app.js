@@ -40,7 +40,17 @@ async function render() {
     else a.removeAttribute("aria-current");
   }
   const route = routes.find(([pattern]) => pattern.test(hash));
-  const page = route ? await route[1](...hash.match(route[0]).slice(1).map(decodeURIComponent)) : notFound();
+  let page;
+  try {
+    page = route ? await route[1](...hash.match(route[0]).slice(1).map(decodeURIComponent)) : notFound();
+  } catch (error) {
+    // A page's module is fetched on its first visit: with the server gone, that fails before
+    // the page can say anything itself. Anything else is a fault of the page: it goes to the
+    // console too.
+    const unreachable = error instanceof TypeError && /import|fetch/i.test(error.message);
+    if (!unreachable) console.error(error);
+    page = notLoaded(unreachable);
+  }
   if (navigation !== navigations) return;
   main.replaceChildren(page);
   const title = page.querySelector("h1");
@@ -51,6 +61,14 @@ async function render() {
 function notFound() {
   return h("section", {}, heading("Page not found"),
     h("p", {}, "There is no such page. ", h("a", { href: "#/links" }, "Go to your links"), "."));
+}
+
+function notLoaded(unreachable) {
+  return h("section", {}, heading("This page could not be loaded"),
+    alert("error", unreachable
+      ? "The server could not be reached, so this page's code did not arrive. Check your connection and that the server is running, then reload."
+      : "Something went wrong while preparing this page. Reloading may help."),
+    h("p", {}, h("button", { type: "button", onclick: () => location.reload() }, "Reload")));
 }
 
 function renderSignIn() {
@@ -97,6 +115,13 @@ document.getElementById("sign-out").addEventListener("click", () => {
   session.signOut();
   signInNotice = alert("info", "You are signed out.");
   render();
+});
+
+// "Skip to content" must not go through the router: `#main` is no route, and changing the hash
+// would render "Page not found" (or a fresh, empty sign-in form).
+document.querySelector(".skip").addEventListener("click", (event) => {
+  event.preventDefault();
+  (main.querySelector("h1") ?? main).focus();
 });
 
 addEventListener("hashchange", render);

@@ -144,6 +144,12 @@ export function download(blob, filename) {
 /** A page heading that takes focus after navigation, so screen readers announce the page. */
 export const heading = (text) => h("h1", { tabindex: "-1" }, text);
 
+/** Moves focus to the page's heading: after an action removed the control that had it, focus
+ * would otherwise fall back to the document's start. */
+export function focusHeading() {
+  document.querySelector("main h1")?.focus();
+}
+
 /** A date as the reader writes it. */
 export const when = (iso) => (iso ? new Date(iso).toLocaleString() : "—");
 

@@ -14,12 +14,24 @@ const COLUMNS = {
   // A number when it is one; otherwise the text, for the API to refuse by name.
   maxClicks: integer, redirectType: integer,
   tags: (s) => s.split("|").map((t) => t.trim()).filter(Boolean),
-  archived: (s) => /^(true|yes|1)$/i.test(s),
+  archived: boolean,
   error: null, // the explanation a download of failed rows adds; ignored on the way back in
 };
 
 function integer(s) {
   return /^-?\d+$/.test(s) ? Number(s) : s;
+}
+
+/** A cell that cannot become the API's value: its row fails with this, and is not sent. */
+class CellProblem extends Error {
+  constructor(column, message) { super(message); this.column = column; }
+}
+
+function boolean(s) {
+  if (/^(true|yes|1)$/i.test(s)) return true;
+  if (/^(false|no|0)$/i.test(s)) return false;
+  // Read as "not archived", a typo would silently publish a link meant to be hidden.
+  throw new CellProblem("archived", `archived must be true or false (or yes/no, 1/0), not "${s}".`);
 }
 
 export function importPage() {
@@ -33,21 +45,37 @@ export function importPage() {
   const progress = h("progress", { max: 1, value: 0, "aria-label": "Import progress", hidden: true });
   const summary = h("div", { "aria-live": "polite" });
   const results = h("div");
-  let rows = []; // { line, body, result?: {link} | {error} }
+  let rows = []; // { line, body, problem?, result?: {link} | {error} }
   let header = [];
+  const buttons = () => [form.querySelector("button"), ...summary.querySelectorAll("button")];
 
   async function send(pending) {
+    for (const row of pending.filter((r) => r.problem)) row.result = { error: row.problem };
+    const sendable = pending.filter((r) => !r.problem);
     progress.hidden = false;
     progress.max = pending.length;
-    progress.value = 0;
-    for (let start = 0; start < pending.length; start += BATCH) {
-      const batch = pending.slice(start, start + BATCH);
-      summary.replaceChildren(`Importing rows ${start + 1}–${start + batch.length} of ${pending.length}…`);
+    progress.value = pending.length - sendable.length;
+    for (let start = 0; start < sendable.length; start += BATCH) {
+      const batch = sendable.slice(start, start + BATCH);
+      summary.replaceChildren(`Importing rows ${start + 1}–${start + batch.length} of ${sendable.length}…`);
       const answer = await sendBatch(batch.map((r) => r.body));
       batch.forEach((row, i) => { row.result = answer[i]; });
-      progress.value = start + batch.length;
+      progress.value += batch.length;
     }
     show();
+  }
+
+  /** One import at a time: a second click while one runs would send every row again. Called
+   * before anything is awaited, so a double click cannot slip in between. */
+  let busy = false;
+  async function exclusive(work) {
+    if (busy) return;
+    busy = true;
+    for (const b of buttons()) b.disabled = true;
+    try { await work(); } finally {
+      busy = false;
+      for (const b of buttons()) b.disabled = false;
+    }
   }
 
   function show() {
@@ -56,25 +84,26 @@ export function importPage() {
     summary.replaceChildren(alert(failed.length ? "error" : "ok",
       `${created} created, ${failed.length} failed, of ${rows.length} rows.`),
       failed.length ? h("div", { class: "actions" },
-        h("button", { type: "button", onclick: () => send(failed) }, "Retry the failed rows"),
+        h("button", { type: "button", onclick: () => exclusive(() => send(failed)) }, "Retry the failed rows"),
         h("button", { type: "button", onclick: () => downloadFailed(header, failed) }, "Download the failed rows")) : "");
     results.replaceChildren(resultTable(rows));
   }
 
-  form.addEventListener("submit", async (event) => {
+  form.addEventListener("submit", (event) => {
     event.preventDefault();
-    const box = form.querySelector(".form-error");
-    box.replaceChildren();
-    const file = form.elements.file.files[0];
-    if (!file) return box.replaceChildren(alert("error", "Choose a CSV file first."));
-    try {
-      ({ header, rows } = readFile(await file.text()));
-    } catch (problem) {
-      return box.replaceChildren(alert("error", problem.message));
-    }
-    results.replaceChildren();
-    form.querySelector("button").disabled = true;
-    try { await send(rows); } finally { form.querySelector("button").disabled = false; }
+    exclusive(async () => {
+      const box = form.querySelector(".form-error");
+      box.replaceChildren();
+      const file = form.elements.file.files[0];
+      if (!file) return box.replaceChildren(alert("error", "Choose a CSV file first."));
+      try {
+        ({ header, rows } = readFile(await file.text()));
+      } catch (problem) {
+        return box.replaceChildren(alert("error", problem.message));
+      }
+      results.replaceChildren();
+      await send(rows);
+    });
   });
 
   return h("section", {}, heading("Import links from CSV"), form, progress, summary, results);
@@ -93,11 +122,18 @@ function readFile(text) {
     header,
     rows: data.map(({ line, cells }) => {
       const body = {};
+      let problem;
       header.forEach((name, i) => {
         const cell = (cells[i] ?? "").trim();
-        if (cell !== "" && COLUMNS[name]) body[name] = COLUMNS[name](cell);
+        if (cell === "" || !COLUMNS[name]) return;
+        try {
+          body[name] = COLUMNS[name](cell);
+        } catch (bad) {
+          if (!(bad instanceof CellProblem)) throw bad;
+          problem = { code: "VALIDATION_FAILED", message: bad.message, details: [{ field: bad.column, message: bad.message }] };
+        }
       });
-      return { line, cells, body };
+      return { line, cells, body, problem };
     }),
   };
 }

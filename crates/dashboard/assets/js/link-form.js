@@ -55,9 +55,10 @@ export async function linkFormPage(code) {
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
     clearErrors(form);
-    const now = values(form);
     let body;
     try {
+      checkInputs(form);
+      const now = values(form);
       body = code ? changes(initial, now) : creation(now);
     } catch (problem) {
       return showLocal(form, problem);
@@ -72,7 +73,7 @@ export async function linkFormPage(code) {
       toast(code ? `Saved ${saved.shortCode}` : `Created ${saved.shortUrl}`);
       location.hash = "#/links";
     } catch (error) {
-      showErrors(form, error);
+      showErrors(form, besideTheField(error));
     } finally {
       button.disabled = false;
     }
@@ -109,6 +110,20 @@ function values(form) {
 /** A problem found before sending: [field, message]. */
 class LocalProblem extends Error {
   constructor(fieldName, message) { super(message); this.field = fieldName; }
+}
+
+/** What the browser could not read: a date-time typed in part has the value "", which would
+ * otherwise be taken for "no expiry". */
+function checkInputs(form) {
+  if (form.elements.expiresAt.validity.badInput) {
+    throw new LocalProblem("expiresAt", "Enter both a date and a time, or clear the field for no expiry.");
+  }
+}
+
+/** The API names no field in a 409 SLUG_CONFLICT, but it is the short code's: shown beside it. */
+function besideTheField(error) {
+  if (error.code !== "SLUG_CONFLICT" || error.details?.length) return error;
+  return { message: "Please correct the field below.", details: [{ field: "customSlug", message: error.message }] };
 }
 
 function convert(name, value) {

@@ -2,7 +2,7 @@
 // toggle, "Load more", copy, QR, delete.
 
 import { api } from "./api.js";
-import { confirmDialog, copy, count, errorAlert, field, h, heading, loading, toast, when } from "./dom.js";
+import { confirmDialog, copy, count, errorAlert, field, focusHeading, h, heading, loading, toast, when } from "./dom.js";
 
 const PAGE = 20;
 
@@ -97,11 +97,26 @@ function row(link, reload, filterByTag) {
     h("td", { "data-label": "Actions" }, h("div", { class: "actions" },
       h("button", { type: "button", class: "small", "aria-label": `Copy ${link.shortUrl}`, onclick: () => copy(link.shortUrl, "Short URL copied") }, "Copy"),
       h("button", { type: "button", class: "small", "aria-label": `QR code of ${link.shortCode}`,
-        onclick: async () => (await import("./qr.js")).openQr(link) }, "QR"),
+        onclick: () => openQr(link) }, "QR"),
       h("a", { class: "button small", href: `#/links/${code}/analytics`, "aria-label": `Analytics of ${link.shortCode}` }, "Analytics"),
       h("a", { class: "button small", href: `#/links/${code}/edit`, "aria-label": `Edit ${link.shortCode}` }, "Edit"),
       h("button", { type: "button", class: "small danger", "aria-label": `Delete ${link.shortCode}`,
         onclick: () => remove(link, reload) }, "Delete"))));
+}
+
+/** True while the QR module loads: on a first visit that takes a request, and a second click
+ * meanwhile would open a second dialog. */
+let qrLoading = false;
+async function openQr(link) {
+  if (qrLoading) return;
+  qrLoading = true;
+  try {
+    (await import("./qr.js")).openQr(link);
+  } catch (error) {
+    toast(`The QR code dialog could not be loaded: ${error.message}`);
+  } finally {
+    qrLoading = false;
+  }
 }
 
 async function remove(link, reload) {
@@ -115,13 +130,15 @@ async function remove(link, reload) {
     await api("DELETE", `/links/${encodeURIComponent(link.id)}`);
     toast(`Deleted ${link.shortCode}`);
     reload();
+    focusHeading(); // the row, and the button that had focus, are gone
   } catch (error) {
     toast(`Could not delete: ${error.message}`);
   }
 }
 
-/** Links and clicks: counted from the list (pages of 100, up to 10,000 links), and clicks in the
- * last 30 days from analytics when the server has it. */
+/** Links and clicks: counted from the list (pages of 100, up to 10,000 links, archived ones
+ * included: their clicks are in the 30 days' figure too), and clicks in the last 30 days from
+ * analytics when the server has it. */
 async function totals(stats) {
   stats.replaceChildren();
   const stat = (label) => {
@@ -138,7 +155,7 @@ async function totals(stats) {
   let n = 0, sum = 0, cursor = null, pages = 0;
   try {
     do {
-      const page = await api("GET", "/links", { query: { limit: 100, cursor } });
+      const page = await api("GET", "/links", { query: { limit: 100, cursor, archived: "true" } });
       n += page.items.length;
       sum += page.items.reduce((s, l) => s + (l.clicks ?? 0), 0);
       cursor = page.nextCursor;

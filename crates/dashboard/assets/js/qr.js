@@ -25,25 +25,36 @@ export function openQr(link) {
 
   let current = null; // { blob, url, name }
   let timer;
+  let requests = 0; // an answer to any but the latest request is stale: the form changed since
   async function refresh() {
     const f = form.elements;
     const query = { shortCode: link.id, format: f.format.value, size: f.size.value, fg: f.fg.value, bg: f.bg.value, margin: f.margin.value, level: f.level.value };
+    const mine = ++requests;
     downloadButton.disabled = true;
     try {
       const blob = await apiBlob("/qr", query, query.format === "png" ? "image/png" : "image/svg+xml");
+      if (mine !== requests) return;
       if (current) URL.revokeObjectURL(current.url);
       current = { blob, url: URL.createObjectURL(blob), name: `${link.shortCode}-qr.${query.format}` };
       preview.replaceChildren(h("img", { src: current.url, alt: `QR code that opens ${link.shortUrl}`, width: 320, height: 320 }));
       downloadButton.disabled = false;
     } catch (error) {
+      if (mine !== requests) return;
+      if (current) URL.revokeObjectURL(current.url);
       current = null;
       preview.replaceChildren(errorAlert(error));
     }
   }
-  form.addEventListener("input", () => { clearTimeout(timer); timer = setTimeout(refresh, 250); });
+  form.addEventListener("input", () => {
+    downloadButton.disabled = true; // until the preview shows the new choice
+    clearTimeout(timer);
+    timer = setTimeout(refresh, 250);
+  });
   form.addEventListener("submit", (e) => { e.preventDefault(); refresh(); });
   downloadButton.addEventListener("click", () => current && download(current.blob, current.name));
   dialog.addEventListener("close", () => {
+    requests++; // an answer still on its way finds the dialog gone
+    clearTimeout(timer);
     if (current) URL.revokeObjectURL(current.url);
     dialog.remove();
     opener?.focus?.();

@@ -2,7 +2,7 @@
 // and each endpoint's deliveries with their state, filterable and paged.
 
 import { api } from "./api.js";
-import { clearErrors, confirmDialog, copy, errorAlert, field, h, heading, loading, showErrors, toast, when } from "./dom.js";
+import { clearErrors, confirmDialog, copy, errorAlert, field, focusHeading, h, heading, loading, showErrors, toast, when } from "./dom.js";
 
 const EVENTS = ["link.created", "link.clicked", "link.updated", "link.deleted"];
 
@@ -40,7 +40,10 @@ export function webhooksPage() {
     try {
       const hook = await api("POST", "/webhooks", { body: { targetUrl: form.elements.targetUrl.value.trim(), events } });
       form.reset();
-      secretBox.replaceChildren(secretPanel(hook, () => secretBox.replaceChildren()));
+      secretBox.replaceChildren(secretPanel(hook, () => {
+        secretBox.replaceChildren();
+        focusHeading(); // the button pressed went with the panel
+      }));
       secretBox.querySelector("button").focus();
       load();
     } catch (error) {
@@ -86,6 +89,7 @@ function hookTable(hooks, reload) {
             await api("DELETE", `/webhooks/${encodeURIComponent(hook.id)}`);
             toast("Endpoint deleted");
             reload();
+            focusHeading(); // the row, and the button that had focus, are gone
           } catch (error) {
             toast(`Could not delete: ${error.message}`);
           }
@@ -111,13 +115,18 @@ export async function deliveriesPage(id) {
     body);
   const more = h("button", { type: "button", hidden: true }, "Load more");
   let cursor = null;
+  let generation = 0; // answers to a superseded request (filter applied meanwhile) are dropped
 
   async function load(reset) {
+    const mine = reset ? ++generation : generation;
     if (reset) { cursor = null; body.replaceChildren(); }
+    // Disabled until the page is in: a second click would ask for the same cursor again.
+    more.disabled = true;
     status.replaceChildren(loading("Loading deliveries…"));
     try {
       const state = filter.elements.state.value;
       const page = await api("GET", `/webhooks/${encodeURIComponent(hook.id)}/deliveries`, { query: { state, cursor } });
+      if (mine !== generation) return;
       const items = Array.isArray(page) ? page : page.items;
       body.append(...items.filter((d) => !state || d.state === state).map(deliveryRow));
       cursor = Array.isArray(page) ? null : page.nextCursor;
@@ -126,7 +135,10 @@ export async function deliveriesPage(id) {
       status.replaceChildren(body.childElementCount ? ""
         : h("div", { class: "empty panel" }, state ? `No deliveries with state ${state}.` : "No deliveries yet."));
     } catch (error) {
+      if (mine !== generation) return;
       status.replaceChildren(errorAlert(error));
+    } finally {
+      if (mine === generation) more.disabled = false;
     }
   }
   filter.addEventListener("submit", (e) => { e.preventDefault(); load(true); });
