@@ -169,18 +169,23 @@ fn the_database_url_is_read_from_the_environment() {
     assert!(listed.success().contains("from-env"), "{}", listed.stdout);
 }
 
-#[tokio::test]
-async fn a_revoked_key_is_refused_by_a_running_server_within_five_seconds() {
-    let db = TestDatabase::sqlite();
+/// The workspace `acme` at 50 requests a second, made through the CLI, and a key of it.
+fn acme_with_a_key(db: &TestDatabase) -> String {
     cli(
         &db.url,
         &["workspace", "create", "acme", "--rate-limit", "50"],
     )
     .success();
-    let key = cli(&db.url, &["key", "create", "--workspace", "acme"])
+    cli(&db.url, &["key", "create", "--workspace", "acme"])
         .success()
         .trim()
-        .to_owned();
+        .to_owned()
+}
+
+#[tokio::test]
+async fn a_revoked_key_is_refused_by_a_running_server_within_five_seconds() {
+    let db = TestDatabase::sqlite();
+    let key = acme_with_a_key(&db);
     let server = Server::start(&db.url, &[]).await;
     let stderr = server.stderr();
     assert!(
@@ -239,15 +244,7 @@ async fn a_revoked_key_is_refused_by_a_running_server_within_five_seconds() {
 #[tokio::test]
 async fn a_changed_rate_reaches_a_running_server_within_five_seconds() {
     let db = TestDatabase::sqlite();
-    cli(
-        &db.url,
-        &["workspace", "create", "acme", "--rate-limit", "50"],
-    )
-    .success();
-    let key = cli(&db.url, &["key", "create", "--workspace", "acme"])
-        .success()
-        .trim()
-        .to_owned();
+    let key = acme_with_a_key(&db);
     let server = Server::start(&db.url, &[]).await;
     let api = Api::new(&server, &key);
     let limit = async || {
