@@ -198,6 +198,7 @@ async fn filters_combine_and_links_are_isolated(app: TestApp) {
         count("country=GB").await,
         json!({ "clicks": 3, "uniqueVisitors": 2 })
     );
+    assert_eq!(count("country=gb").await, count("country=GB").await);
     assert_eq!(
         count("country=GB&linkId=a").await,
         json!({ "clicks": 2, "uniqueVisitors": 1 })
@@ -404,6 +405,7 @@ async fn bad_queries_are_refused_naming_the_parameter(app: TestApp) {
         ("groupBy=countries&limit=101", "limit"),
         ("groupBy=countries&limit=ten", "limit"),
         ("device=phone", "device"),
+        ("country=Germany", "country"),
         ("color=blue", "color"),
         ("start=99999-01-01", "start"),
         // A time needs its offset, within RFC 3339's; a date is only a date.

@@ -11,7 +11,7 @@ use shortlink_analytics::{
     BucketError, Interval, MAX_BUCKETS, TimeZone, Zoned, bucket_start, buckets, parse_date,
     time_zone,
 };
-use shortlink_domain::{LinkRef, Timestamp};
+use shortlink_domain::{CountryCode, LinkRef, Timestamp};
 use shortlink_storage::{Dimension, EventFilter, ExportedEvent, Tally};
 use utoipa::{IntoParams, ToSchema};
 
@@ -77,8 +77,8 @@ pub struct Selection {
     /// IANA time zone where dates, days, weeks and months begin (default `UTC`).
     #[param(example = "Europe/London")]
     pub timezone: Option<String>,
-    /// Only clicks from this country (ISO 3166-1 alpha-2).
-    #[param(example = "GB", min_length = 1, max_length = 200)]
+    /// Only clicks from this country (ISO 3166-1 alpha-2, either case).
+    #[param(example = "GB", pattern = "^[A-Za-z]{2}$")]
     pub country: Option<String>,
     /// Only clicks from this city.
     #[param(min_length = 1, max_length = 200)]
@@ -307,7 +307,16 @@ async fn events(
         link,
         start,
         end,
-        country: filter_value("country", &selection.country)?,
+        // Stored as the GeoIP database gives it, upper case: `gb` means `GB`.
+        country: (selection.country.as_deref())
+            .map(|c| {
+                CountryCode::parse(c)
+                    .map(|c| c.as_str().to_owned())
+                    .map_err(|_| {
+                        ApiError::field("country", "country must be a two-letter code, such as GB")
+                    })
+            })
+            .transpose()?,
         city: filter_value("city", &selection.city)?,
         device: selection.device.clone(),
         browser: filter_value("browser", &selection.browser)?,
