@@ -240,6 +240,7 @@ async fn record_one(
 /// Attempts in flight record their own outcome over this when they end.
 async fn disable(c: &mut Conn, webhook: &str, now: i64) -> Result<(), StorageError> {
     diesel::update(webhooks::table.find(webhook))
+        .filter(webhooks::disabled_at.is_null())
         .set(webhooks::disabled_at.eq(now))
         .execute(c)
         .await?;
