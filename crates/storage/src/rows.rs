@@ -50,12 +50,17 @@ pub(crate) struct WorkspaceRow {
     pub created_at: i64,
 }
 
+/// A rate as its column holds it.
+pub(crate) fn rate_column(rate: RateLimit) -> i32 {
+    i32::try_from(rate.per_second()).unwrap_or(i32::MAX)
+}
+
 impl WorkspaceRow {
     pub fn from_domain(w: &Workspace) -> Self {
         Self {
             id: w.id.to_string(),
             name: w.name.clone(),
-            rate_limit: i32::try_from(w.rate_limit.per_second()).unwrap_or(i32::MAX),
+            rate_limit: rate_column(w.rate_limit),
             created_at: w.created_at.unix_millis(),
         }
     }

@@ -3,7 +3,7 @@
 // into <main>.
 
 import { api, session, whenUnauthorized } from "./api.js";
-import { alert, field, h, heading, showErrors } from "./dom.js";
+import { alert, field, focusHeading, h, heading, showErrors } from "./dom.js";
 import { linksPage } from "./links.js";
 
 const main = document.getElementById("main");
@@ -55,7 +55,7 @@ async function render() {
   main.replaceChildren(page);
   const title = page.querySelector("h1");
   document.title = title ? `${title.textContent} · shortlink` : "shortlink";
-  (title ?? main).focus();
+  focusHeading();
 }
 
 function notFound() {
@@ -121,7 +121,7 @@ document.getElementById("sign-out").addEventListener("click", () => {
 // would render "Page not found" (or a fresh, empty sign-in form).
 document.querySelector(".skip").addEventListener("click", (event) => {
   event.preventDefault();
-  (main.querySelector("h1") ?? main).focus();
+  focusHeading();
 });
 
 addEventListener("hashchange", render);

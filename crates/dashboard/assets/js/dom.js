@@ -144,10 +144,11 @@ export function download(blob, filename) {
 /** A page heading that takes focus after navigation, so screen readers announce the page. */
 export const heading = (text) => h("h1", { tabindex: "-1" }, text);
 
-/** Moves focus to the page's heading: after an action removed the control that had it, focus
- * would otherwise fall back to the document's start. */
+/** Moves focus to the page's heading (or the page, without one): after an action removed the
+ * control that had it, focus would otherwise fall back to the document's start. */
 export function focusHeading() {
-  document.querySelector("main h1")?.focus();
+  const main = document.getElementById("main");
+  (main.querySelector("h1") ?? main).focus();
 }
 
 /** A date as the reader writes it. */

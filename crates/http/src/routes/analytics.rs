@@ -249,6 +249,13 @@ fn instant(name: &str, value: &str, zone: &TimeZone) -> Result<Timestamp, ApiErr
     Ok(Timestamp::from_unix_millis(ms))
 }
 
+/// The country filter, upper case as the GeoIP database gives it (`gb` means `GB`).
+fn country(value: &str) -> Result<String, ApiError> {
+    CountryCode::parse(value)
+        .map(|c| c.as_str().to_owned())
+        .map_err(|_| ApiError::field("country", "country must be a two-letter code, such as GB"))
+}
+
 /// A filter value: 1 to 200 characters.
 fn filter_value(name: &str, value: &Option<String>) -> Result<Option<String>, ApiError> {
     match value {
@@ -307,16 +314,7 @@ async fn events(
         link,
         start,
         end,
-        // Stored as the GeoIP database gives it, upper case: `gb` means `GB`.
-        country: (selection.country.as_deref())
-            .map(|c| {
-                CountryCode::parse(c)
-                    .map(|c| c.as_str().to_owned())
-                    .map_err(|_| {
-                        ApiError::field("country", "country must be a two-letter code, such as GB")
-                    })
-            })
-            .transpose()?,
+        country: selection.country.as_deref().map(country).transpose()?,
         city: filter_value("city", &selection.city)?,
         device: selection.device.clone(),
         browser: filter_value("browser", &selection.browser)?,

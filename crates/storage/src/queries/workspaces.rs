@@ -7,7 +7,7 @@ use shortlink_domain::{ApiKey, ApiKeyHash, ApiKeyId, RateLimit, Workspace, Works
 use super::Conn;
 use crate::StorageError;
 use crate::model::AuthenticatedKey;
-use crate::rows::{ApiKeyRow, WorkspaceRow, found};
+use crate::rows::{ApiKeyRow, WorkspaceRow, found, rate_column};
 use crate::schema::{api_keys, workspaces};
 
 /// The version of the newest migration applied to the database (diesel's bookkeeping table).
@@ -50,9 +50,8 @@ pub(crate) async fn set_rate_limit(
     workspace: WorkspaceId,
     rate: RateLimit,
 ) -> Result<bool, StorageError> {
-    let per_second = i32::try_from(rate.per_second()).unwrap_or(i32::MAX);
     let changed = diesel::update(workspaces::table.find(workspace.to_string()))
-        .set(workspaces::rate_limit.eq(per_second))
+        .set(workspaces::rate_limit.eq(rate_column(rate)))
         .execute(c)
         .await?;
     if changed == 1 {

@@ -395,19 +395,8 @@ async fn recording_attempts_waits_for_another_connections_write_instead_of_faili
     assert_eq!(claimed.len(), 1);
 
     let other = write_elsewhere(&db, Duration::from_millis(300));
-    let recorded = store
-        .record_attempts(&[AttemptRecord {
-            event_id: claimed[0].delivery.event_id,
-            webhook_id: hook.id,
-            started_at: Timestamp::now(),
-            duration_ms: 1,
-            status_code: Some(204),
-            error: None,
-            next: NextStep::Delivered,
-        }])
-        .await;
+    delivered(&store, &claimed[0]).await;
     other.join().unwrap();
-    recorded.unwrap();
     let deliveries = store.list_deliveries(acme.id, hook.id, 10).await.unwrap();
     let states: Vec<_> = deliveries.unwrap().iter().map(|d| d.state).collect();
     assert_eq!(states, [DeliveryState::Delivered]);

@@ -23,6 +23,15 @@ fn config(schedule: &str) -> WorkerConfig {
     }
 }
 
+/// A worker that polls only hourly: within a test, it claims only when woken or when an ended
+/// attempt calls for it.
+fn hourly_poll(schedule: &str) -> WorkerConfig {
+    WorkerConfig {
+        poll_interval: Duration::from_secs(3600),
+        ..config(schedule)
+    }
+}
+
 /// A running worker and the sender of its stop signal.
 struct Running {
     stop: watch::Sender<bool>,
@@ -101,13 +110,7 @@ async fn an_idle_worker_does_not_ask_again_after_its_last_delivery() {
     let c = claimed(&receiver.url("/"));
     let id = c.delivery.event_id;
     queue.push(c);
-    let worker = start(
-        &queue,
-        WorkerConfig {
-            poll_interval: Duration::from_secs(3600),
-            ..config("1h")
-        },
-    );
+    let worker = start(&queue, hourly_poll("1h"));
     eventually("delivery", WITHIN, || {
         (queue.delivery(id).state == DeliveryState::Delivered).then_some(())
     })
@@ -163,13 +166,7 @@ async fn fails_after_one_try_plus_the_schedule() {
 async fn a_wake_up_starts_delivery_without_waiting_for_the_poll() {
     let receiver = Receiver::start(Behaviour::Status(200));
     let queue = MemoryQueue::new();
-    let worker = start(
-        &queue,
-        WorkerConfig {
-            poll_interval: Duration::from_secs(3600),
-            ..config("1s")
-        },
-    );
+    let worker = start(&queue, hourly_poll("1s"));
     // The worker has looked once, found nothing, and now waits an hour for its next poll.
     eventually("the first claim", WITHIN, || {
         (queue.claims() >= 1).then_some(())
