@@ -3,7 +3,10 @@
 use std::fmt;
 
 use serde::{Serialize, Serializer};
-use time::{OffsetDateTime, UtcOffset, format_description::FormatItem, macros::format_description};
+use time::{
+    OffsetDateTime, PrimitiveDateTime, UtcOffset, format_description::FormatItem,
+    macros::format_description,
+};
 
 const FORMAT: &[FormatItem<'static>] =
     format_description!("[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z");
@@ -19,18 +22,27 @@ impl Timestamp {
     }
 
     /// The instant `ms` milliseconds after the Unix epoch. Values beyond what `time` can
-    /// represent saturate at the epoch, so reading a corrupt row cannot panic.
+    /// represent (the years -9999 to 9999) saturate at its first or last instant, so reading a
+    /// corrupt row cannot panic, and a time far ahead stays far ahead.
     pub fn from_unix_millis(ms: i64) -> Self {
-        let dt = OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
-            .unwrap_or(OffsetDateTime::UNIX_EPOCH);
+        let dt = OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000).unwrap_or(
+            match ms < 0 {
+                true => PrimitiveDateTime::MIN.assume_utc(),
+                false => PrimitiveDateTime::MAX.assume_utc(),
+            },
+        );
         Self(dt.to_offset(UtcOffset::UTC))
     }
 
     /// Parses an RFC 3339 date-time with any offset, truncated to whole milliseconds; `None`
-    /// when it is not one, or lies outside the years 1 to 9999.
+    /// when it is not one, or when in UTC it lies outside the years 1 to 9999
+    /// (`9999-12-31T23:30:00-01:00` is in the year 10000).
     pub fn parse_rfc3339(s: &str) -> Option<Self> {
         let dt = OffsetDateTime::parse(s, &time::format_description::well_known::Rfc3339).ok()?;
-        Some(Self::from_unix_millis(unix_millis(dt)))
+        let utc = dt.checked_to_offset(UtcOffset::UTC)?;
+        (1..=9999)
+            .contains(&utc.year())
+            .then(|| Self::from_unix_millis(unix_millis(utc)))
     }
 
     /// Milliseconds since the Unix epoch: the storage representation.
@@ -117,6 +129,27 @@ mod tests {
             "1970-01-01T00:00:00.000Z"
         );
         assert_eq!(t.unix_millis(), 1_795_647_752_123);
+    }
+
+    #[test]
+    fn parses_instants_of_the_years_1_to_9999_in_utc() {
+        let last = Timestamp::parse_rfc3339("9999-12-31T23:59:59.999Z").unwrap();
+        assert_eq!(last.to_string(), "9999-12-31T23:59:59.999Z");
+        let first = Timestamp::parse_rfc3339("0001-01-01T01:00:00+01:00").unwrap();
+        assert_eq!(first.to_string(), "0001-01-01T00:00:00.000Z");
+        for beyond in [
+            "9999-12-31T23:59:59-01:00",
+            "9999-12-31T23:30:00-00:45",
+            "0001-01-01T00:30:00+01:00",
+        ] {
+            assert_eq!(Timestamp::parse_rfc3339(beyond), None, "{beyond}");
+        }
+        // Far beyond: at the last instant, not back at the epoch.
+        assert_eq!(
+            Timestamp::from_unix_millis(i64::MAX).to_string(),
+            "9999-12-31T23:59:59.999Z"
+        );
+        assert!(Timestamp::from_unix_millis(i64::MIN) < Timestamp::from_unix_millis(0));
     }
 
     #[test]

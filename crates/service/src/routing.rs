@@ -54,6 +54,8 @@ pub enum Unlock {
     Wrong,
     /// A budget is spent: not even checked.
     TooMany,
+    /// The link is expired: it asks for no password (the redirect answers its expiry).
+    Expired,
 }
 
 impl Service {
@@ -68,14 +70,7 @@ impl Service {
         visitor: &Visitor<'_>,
     ) -> Result<Route, ServiceError> {
         let expired = || Ok(Route::Expired(rules.expired_url.clone()));
-        if rules.expired_at(self.now()) {
-            return expired();
-        }
-        let (clicks, context) = (self.click_counter(), self.click_context());
-        let max = rules.max_clicks.map(|m| m.get());
-        if let Some(max) = max
-            && !clicks.clicks_left(context, link, max, false).await?
-        {
+        if self.expired(link, rules).await? {
             return expired();
         }
         if rules.password.is_some() && !visitor.unlocked {
@@ -84,9 +79,12 @@ impl Service {
         if visitor.crawler && rules.preview.is_set() {
             return Ok(Route::Preview);
         }
-        if let Some(max) = max
+        if let Some(max) = rules.max_clicks.map(|m| m.get())
             && visitor.counts
-            && !clicks.clicks_left(context, link, max, true).await?
+            && !self
+                .click_counter()
+                .clicks_left(self.click_context(), link, max, true)
+                .await?
         {
             return expired();
         }
@@ -106,27 +104,50 @@ impl Service {
         })
     }
 
+    /// Whether `link` is expired, by time or by its clicks (without taking a click's place).
+    async fn expired(
+        &self,
+        link: &RedirectTarget,
+        rules: &RedirectRules,
+    ) -> Result<bool, ServiceError> {
+        if rules.expired_at(self.now()) {
+            return Ok(true);
+        }
+        let Some(max) = rules.max_clicks.map(|m| m.get()) else {
+            return Ok(false);
+        };
+        let left = self
+            .click_counter()
+            .clicks_left(self.click_context(), link, max, false)
+            .await?;
+        Ok(!left)
+    }
+
     /// Checks a password given for `link` by a client at `address`, within the budgets of
     /// wrong attempts (see [`crate::ATTEMPTS_PER_ADDRESS`]); hashing runs off the async workers.
+    /// An expired link checks nothing: its password would open nothing.
     pub async fn unlock(
         &self,
         link: &RedirectTarget,
         rules: &RedirectRules,
         address: Option<IpAddr>,
         attempt: String,
-    ) -> Unlock {
+    ) -> Result<Unlock, ServiceError> {
         let Some(hash) = rules.password.clone() else {
-            return Unlock::Right;
+            return Ok(Unlock::Right);
         };
+        if self.expired(link, rules).await? {
+            return Ok(Unlock::Expired);
+        }
         let attempts = self.wrong_attempts();
-        if attempts.exhausted(link.counter, address) {
-            return Unlock::TooMany;
+        if !attempts.take(link.counter, address) {
+            return Ok(Unlock::TooMany);
         }
         if passwords::verify(hash, attempt).await {
-            return Unlock::Right;
+            attempts.give_back(link.counter, address);
+            return Ok(Unlock::Right);
         }
-        attempts.record(link.counter, address);
-        Unlock::Wrong
+        Ok(Unlock::Wrong)
     }
 
     /// Hashes a link's password for storage (Argon2id, off the async workers).

@@ -147,6 +147,11 @@ async fn bad_options_are_refused_naming_the_field_and_change_nothing(app: TestAp
     let bad = [
         (json!({"expiresAt": "next tuesday"}), "expiresAt"),
         (json!({"expiresAt": 5}), "expiresAt"),
+        // In UTC, the year 10000.
+        (
+            json!({"expiresAt": "9999-12-31T23:59:59-01:00"}),
+            "expiresAt",
+        ),
         (json!({"maxClicks": 0}), "maxClicks"),
         (json!({"maxClicks": 1.5}), "maxClicks"),
         (json!({"maxClicks": "3"}), "maxClicks"),
@@ -395,14 +400,33 @@ async fn passwords_unlock_count_the_click_and_have_a_budget(app: TestApp) {
     );
     assert_eq!(app.wait_for_clicks("locked", 2).await, 2);
 
-    // A link without a password takes no POST.
+    // Guesses sent at once each take their place in the budget before they are checked: one
+    // address gets ten checked, however many it sends together.
+    let guesses = (0..30).map(|_| unlock(&app, "also-locked", "192.0.2.7", "guess"));
+    let mut statuses: Vec<u16> = futures_util::future::join_all(guesses)
+        .await
+        .iter()
+        .map(|res| res.status().as_u16())
+        .collect();
+    statuses.sort_unstable();
+    assert_eq!(statuses, [[403; 10].as_slice(), &[429; 20]].concat());
+
+    // The form's POST is a method of a password-protected link only.
+    let res = send(app.client.put(app.url("/locked"))).await;
+    assert_eq!(header(res.headers(), "allow"), Some("GET, HEAD, POST"));
+    assert_error(res, 405, "METHOD_NOT_ALLOWED").await;
     let code = app.create_code("https://example.com/open").await;
-    assert_error(
-        unlock(&app, &code, LONDON, "x").await,
-        405,
-        "METHOD_NOT_ALLOWED",
-    )
-    .await;
+    let res = unlock(&app, &code, LONDON, "x").await;
+    assert_eq!(header(res.headers(), "allow"), Some("GET, HEAD"));
+    assert_error(res, 405, "METHOD_NOT_ALLOWED").await;
+
+    // An expired link checks no password, right or wrong: it answers its expiry.
+    let expired = json!({"expiresAt": "2020-01-01T00:00:00Z"});
+    assert_ok(app.patch_json("/links/locked", &expired).await).await;
+    for password in ["open sesame", "guess"] {
+        let res = unlock(&app, "locked", "192.0.2.8", password).await;
+        assert_eq!(res.status(), 410, "{password}");
+    }
 }
 
 async fn targeting_follows_the_system_then_the_country(app: TestApp) {

@@ -41,8 +41,8 @@ static CSP: LazyLock<String> = LazyLock::new(|| {
 /// Largest password form accepted.
 const MAX_FORM_BYTES: usize = 4096;
 
-/// Answers a request for a link with rules: GET and HEAD follow them; POST is the password form's
-/// submission (405 for a link without a password).
+/// Answers a request for a link with rules: GET and HEAD follow them; POST (only for a link with
+/// a password: `redirect` answers 405 otherwise) is the password form's submission.
 pub(crate) async fn follow_rules(
     state: &AppState,
     req: &HttpRequest,
@@ -54,16 +54,15 @@ pub(crate) async fn follow_rules(
     let post = req.method() == Method::POST;
     let mut unlocked = false;
     if post {
-        if rules.password.is_none() {
-            return Err(ApiError::MethodNotAllowed { allow: "GET, HEAD" });
-        }
         let attempt = password_of(state, payload).await?;
         match state
             .service
             .unlock(link, rules, Some(address), attempt)
-            .await
+            .await?
         {
             Unlock::Right => unlocked = true,
+            // The route below answers the expiry.
+            Unlock::Expired => {}
             Unlock::Wrong => {
                 return Ok(password_page(
                     StatusCode::FORBIDDEN,

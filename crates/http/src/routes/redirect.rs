@@ -54,19 +54,20 @@ pub async fn redirect(
     let Some(code) = single_segment(req.path()) else {
         return Ok(not_found_page());
     };
-    let method = req.method();
-    let post = method == Method::POST;
-    if method != Method::GET && method != Method::HEAD && !post {
-        return Err(ApiError::MethodNotAllowed { allow: "GET, HEAD" });
-    }
     let target = state.service.resolve(&code).await?;
-    if let Some(target) = &target
-        && let Some(rules) = &target.rules
-    {
-        return super::link_pages::follow_rules(&state, &req, payload, target, rules).await;
+    let rules = target.as_ref().and_then(|t| t.rules.as_ref());
+    let password = rules.is_some_and(|r| r.password.is_some());
+    let method = req.method();
+    if method != Method::GET && method != Method::HEAD && !(method == Method::POST && password) {
+        let allow = if password {
+            "GET, HEAD, POST"
+        } else {
+            "GET, HEAD"
+        };
+        return Err(ApiError::MethodNotAllowed { allow });
     }
-    if post {
-        return Err(ApiError::MethodNotAllowed { allow: "GET, HEAD" });
+    if let (Some(target), Some(rules)) = (&target, rules) {
+        return super::link_pages::follow_rules(&state, &req, payload, target, rules).await;
     }
     let Some(target) = target else {
         return Ok(not_found_page());
