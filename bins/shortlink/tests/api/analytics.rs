@@ -17,6 +17,7 @@ crate::helpers::on_both_backends_behind_a_proxy!(
     bad_queries_are_refused_naming_the_parameter,
     the_export_streams_every_event_escaped,
     a_long_referrer_is_kept_to_2048_characters,
+    a_referrer_in_utf8_is_kept_and_grouped_by_its_host,
     clicks_and_events_agree_after_a_concurrent_load_and_a_stop,
 );
 
@@ -413,6 +414,8 @@ async fn bad_queries_are_refused_naming_the_parameter(app: TestApp) {
         ("start=2026-01-01T10:00:00%2B25:00", "start"),
         ("end=2026-01-01T10:00:00Z%20", "end"),
         ("start=1969-12-31", "start"),
+        // Which of two values was meant is not ours to guess.
+        ("groupBy=countries&groupBy=cities", "groupBy"),
     ] {
         assert_invalid(app.get(&format!("/analytics?{query}")).await, &[field]).await;
     }
@@ -493,6 +496,27 @@ async fn a_long_referrer_is_kept_to_2048_characters(app: TestApp) {
         .map(|row| row["referrerUrl"].clone())
         .collect();
     assert_eq!(kept, [long(1_500), long(2_048), long(2_048)]);
+}
+
+/// Browsers percent-encode the `Referer`; an app may send the IRI itself. Its click keeps it, and
+/// its host groups with the encoded form's (the punycode a browser would have sent).
+async fn a_referrer_in_utf8_is_kept_and_grouped_by_its_host(app: TestApp) {
+    app.create_link(&json!({ "destination": "https://example.com/a", "customSlug": "a" }))
+        .await;
+    let iri = "https://bücher.example/straße";
+    visit(&app, "a", "81.2.69.142", CHROME_WINDOWS, Some(iri)).await;
+    let encoded = "https://xn--bcher-kva.example/stra%C3%9Fe";
+    visit(&app, "a", "81.2.69.142", CHROME_WINDOWS, Some(encoded)).await;
+    wait_for_events(&app, "", 2).await;
+
+    let kept: Vec<Value> = (exported(&app, "").await.into_iter())
+        .map(|row| row["referrerUrl"].clone())
+        .collect();
+    assert_eq!(kept, [iri, encoded]);
+    assert_eq!(
+        groups(&analytics(&app, "groupBy=referrers").await),
+        [(json!("xn--bcher-kva.example"), 2, 1)]
+    );
 }
 
 async fn clicks_and_events_agree_after_a_concurrent_load_and_a_stop(mut app: TestApp) {

@@ -105,7 +105,7 @@ fn single_segment(path: &str) -> Option<Cow<'_, str>> {
 /// A request's `User-Agent` as a click keeps it, and whether it is a known bot's.
 #[derive(Debug, Clone, Default)]
 pub(super) struct Agent {
-    /// At most [`MAX_HEADER_TEXT`] bytes of the header; `None` without one in visible ASCII.
+    /// At most [`MAX_HEADER_TEXT`] characters of the header, as [`header_text`] reads it.
     pub text: Option<Arc<str>>,
     /// A known bot or link-preview crawler (Slack, WhatsApp, …): its fetches are not clicks.
     pub bot: bool,
@@ -116,13 +116,13 @@ pub(super) fn agent(req: &HttpRequest) -> Agent {
     let Some(value) = header_str(req, header::USER_AGENT) else {
         return Agent::default();
     };
-    if let Some(known) = AGENTS.get(value) {
+    if let Some(known) = AGENTS.get(&*value) {
         return known;
     }
-    let text: Arc<str> = bounded(value).into();
+    let text: Arc<str> = bounded(&value).into();
     let agent = Agent {
         text: Some(text.clone()),
-        bot: BOTS.is_bot(value),
+        bot: BOTS.is_bot(&value),
     };
     if value.len() <= MAX_REMEMBERED_AGENT {
         AGENTS.insert(text, agent.clone());
@@ -134,21 +134,34 @@ pub(super) fn agent(req: &HttpRequest) -> Agent {
 /// characters), and the `User-Agent` sent to webhooks is held to the same.
 const MAX_HEADER_TEXT: usize = shortlink_analytics::MAX_REFERRER_URL;
 
-/// A header's text, at most [`MAX_HEADER_TEXT`] bytes, copied at once (collecting it character by
-/// character was 2 % of the server's CPU on a redirect).
+/// A header's text, at most [`MAX_HEADER_TEXT`] characters, copied at once (collecting it
+/// character by character was 2 % of the server's CPU on a redirect).
 pub(super) fn header_text(req: &HttpRequest, name: header::HeaderName) -> Option<String> {
-    header_str(req, name).map(|value| bounded(value).to_owned())
+    header_str(req, name).map(|value| bounded(&value).to_owned())
 }
 
-/// A header's whole value, if it is visible ASCII (`to_str` accepts nothing else).
-fn header_str(req: &HttpRequest, name: header::HeaderName) -> Option<&str> {
-    req.headers().get(name)?.to_str().ok()
+/// A header's whole value as text. Browsers send visible ASCII (a `Referer` percent-encoded),
+/// borrowed as it is; other clients may send UTF-8 (an app's name in its `User-Agent`, an IRI as
+/// the `Referer`), read as such, any byte that is not UTF-8 replaced by U+FFFD, so the click still
+/// has its agent and referrer.
+fn header_str(req: &HttpRequest, name: header::HeaderName) -> Option<Cow<'_, str>> {
+    let value = req.headers().get(name)?;
+    Some(match value.to_str() {
+        Ok(text) => Cow::Borrowed(text),
+        Err(_) => String::from_utf8_lossy(value.as_bytes()),
+    })
 }
 
-/// The first [`MAX_HEADER_TEXT`] bytes of a header's visible-ASCII value: any byte of it is a
-/// character boundary.
+/// The first [`MAX_HEADER_TEXT`] characters of a header's text. A value of no more bytes than
+/// that, which is nearly every one, is whole without counting its characters.
 fn bounded(value: &str) -> &str {
-    &value[..value.len().min(MAX_HEADER_TEXT)]
+    if value.len() <= MAX_HEADER_TEXT {
+        return value;
+    }
+    match value.char_indices().nth(MAX_HEADER_TEXT) {
+        Some((cut, _)) => &value[..cut],
+        None => value,
+    }
 }
 
 #[cfg(test)]
@@ -188,34 +201,57 @@ mod tests {
         let kept = agent(&with_agent(long.as_bytes()));
         assert_eq!(kept.text.as_deref(), Some(&long[..MAX_HEADER_TEXT]));
 
-        for none in [
-            with_agent(b"caf\xc3\xa9"),
-            TestRequest::default().to_http_request(),
-        ] {
-            let agent = agent(&none);
-            assert_eq!(
-                (agent.text, agent.bot),
-                (None, false),
-                "no visible-ASCII agent"
-            );
-        }
+        let app = agent(&with_agent("Mästare/2.1 (iPhone)".as_bytes()));
+        assert_eq!(
+            app.text.as_deref(),
+            Some("Mästare/2.1 (iPhone)"),
+            "UTF-8 kept"
+        );
+        let none = agent(&TestRequest::default().to_http_request());
+        assert_eq!((none.text, none.bot), (None, false), "no agent");
     }
 
     #[test]
-    fn header_text_keeps_a_bounded_prefix_of_visible_ascii_only() {
+    fn header_text_keeps_a_bounded_prefix_of_its_characters() {
         let long = "a".repeat(MAX_HEADER_TEXT) + "bcd";
         let req = TestRequest::default()
             .insert_header((USER_AGENT, long.as_str()))
             .insert_header((
                 REFERER,
-                HeaderValue::from_bytes(b"caf\xc3\xa9").expect("a value"),
+                HeaderValue::from_bytes("https://bücher.example/ä".as_bytes()).expect("a value"),
             ))
             .to_http_request();
         assert_eq!(
             header_text(&req, USER_AGENT),
             Some("a".repeat(MAX_HEADER_TEXT))
         );
-        assert_eq!(header_text(&req, REFERER), None, "not visible ASCII");
+        assert_eq!(
+            header_text(&req, REFERER).as_deref(),
+            Some("https://bücher.example/ä"),
+            "UTF-8 as it is"
+        );
+
+        let accents = "é".repeat(MAX_HEADER_TEXT + 1);
+        let latin1 = TestRequest::default()
+            .insert_header((
+                USER_AGENT,
+                HeaderValue::from_bytes(accents.as_bytes()).unwrap(),
+            ))
+            .insert_header((
+                REFERER,
+                HeaderValue::from_bytes(b"caf\xe9").expect("a value"),
+            ))
+            .to_http_request();
+        assert_eq!(
+            header_text(&latin1, USER_AGENT),
+            Some("é".repeat(MAX_HEADER_TEXT)),
+            "cut on a character, counted in characters"
+        );
+        assert_eq!(
+            header_text(&latin1, REFERER).as_deref(),
+            Some("caf\u{FFFD}"),
+            "a byte that is not UTF-8 replaced"
+        );
 
         let short = TestRequest::default()
             .insert_header((USER_AGENT, "curl/8.5"))
