@@ -43,7 +43,20 @@ impl<T> JsonBody<T> {
     }
 }
 
-impl<T: DeserializeOwned + 'static> FromRequest for JsonBody<T> {
+/// What a request body is at its top. serde reads a struct from a JSON array too, its fields
+/// taken by position (`["https://…","slug"]` would create a link), which no client means: a body
+/// of the other shape is refused before it is read.
+pub trait BodyShape {
+    /// A list (the bulk creation) rather than one object.
+    const LIST: bool = false;
+}
+
+/// The bulk creation's items, each parsed on its own later.
+impl BodyShape for Vec<Box<serde_json::value::RawValue>> {
+    const LIST: bool = true;
+}
+
+impl<T: DeserializeOwned + BodyShape + 'static> FromRequest for JsonBody<T> {
     type Error = ApiError;
     type Future = LocalBoxFuture<'static, Result<Self, ApiError>>;
 
@@ -68,7 +81,7 @@ impl<T: DeserializeOwned + 'static> FromRequest for JsonBody<T> {
                 _ => None,
             };
             let parsed = if json {
-                bytes.and_then(|bytes| parse_json(&bytes))
+                bytes.and_then(|bytes| parse_body(&bytes))
             } else {
                 Err(ApiError::field(
                     "Content-Type",
@@ -102,6 +115,20 @@ fn body_error(e: actix_web::Error) -> ApiError {
     }
 }
 
+/// A request body of `T`'s shape ([`BodyShape`]), deserialised as [`parse_json`] does.
+fn parse_body<T: DeserializeOwned + BodyShape>(bytes: &[u8]) -> Result<T, ApiError> {
+    let (opener, shape) = match T::LIST {
+        true => (b'[', "an array"),
+        false => (b'{', "an object"),
+    };
+    match bytes.iter().find(|b| !b.is_ascii_whitespace()) {
+        Some(&first) if first != opener => Err(ApiError::invalid(format!(
+            "the request body must be {shape} in JSON"
+        ))),
+        _ => parse_json(bytes),
+    }
+}
+
 /// Deserialises JSON, reporting where it failed: `destination`, `[2].customSlug`, … . Anything
 /// but whitespace after the value makes the body invalid, as a value followed by more is not one
 /// JSON document.
@@ -125,6 +152,7 @@ where
         let path = e.path().to_string();
         let field = unknown_field(&text)
             .or_else(|| missing_field(&text))
+            .or_else(|| duplicate_field(&text))
             .map(|f| join(&path, f))
             .unwrap_or(if path == "." { String::new() } else { path });
         if field.is_empty() {
@@ -180,6 +208,11 @@ fn missing_field(message: &str) -> Option<&str> {
     backticked(message, "missing field ")
 }
 
+/// A query parameter given twice (`?limit=5&limit=500`): which one was meant is not ours to guess.
+fn duplicate_field(message: &str) -> Option<&str> {
+    backticked(message, "duplicate field ")
+}
+
 /// The query string, deserialised; a bad parameter is a 400 naming it. Like [`JsonBody`], the
 /// outcome is read by the handler ([`QueryParams::into_inner`]), after authentication.
 #[derive(Debug)]
@@ -228,6 +261,8 @@ mod tests {
         custom_slug: Option<String>,
     }
 
+    impl BodyShape for Item {}
+
     fn details(e: ApiError) -> Vec<String> {
         match e {
             ApiError::Validation { details, .. } => details.into_iter().map(|d| d.field).collect(),
@@ -250,6 +285,12 @@ mod tests {
         assert!(
             matches!(e, ApiError::Validation { ref message, .. } if message == "request body is not valid JSON")
         );
+        let e = parse_body::<Item>(br#" ["x","y"]"#).unwrap_err();
+        assert!(
+            matches!(e, ApiError::Validation { ref message, .. } if message == "the request body must be an object in JSON")
+        );
+        let e = parse_query::<Item>("destination=x&destination=y").unwrap_err();
+        assert_eq!(details(e), vec!["destination"]);
         let e = parse_json::<Item>(b"{not json").unwrap_err();
         assert!(
             matches!(e, ApiError::Validation { ref message, .. } if message == "request body is not valid JSON")

@@ -59,14 +59,18 @@ impl From<DieselError> for StorageError {
 }
 
 /// SQLite reports a locked database after its busy timeout, PostgreSQL a terminated
-/// connection or statement timeout under this kind: all pass by themselves.
+/// connection or statement timeout under this kind: all pass by themselves. So does a full disk,
+/// once space is made (SQLite's `SQLITE_FULL`; PostgreSQL's "could not extend file … No space
+/// left on device"): the write is refused whole, and the same call succeeds then.
 fn is_connection_failure(message: &str) -> bool {
-    const PASSING: [&str; 5] = [
+    const PASSING: [&str; 7] = [
         "database is locked",
         "connection closed",
         "terminating connection",
         "canceling statement due to statement timeout",
         "the database system is",
+        "database or disk is full",
+        "No space left on device",
     ];
     PASSING.iter().any(|p| message.contains(p))
 }
@@ -74,5 +78,26 @@ fn is_connection_failure(message: &str) -> bool {
 impl From<diesel_async::pooled_connection::deadpool::PoolError> for StorageError {
     fn from(e: diesel_async::pooled_connection::deadpool::PoolError) -> Self {
         StorageError::Unavailable(e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passing_failures_are_unavailability_and_the_rest_are_not() {
+        let error = |message: &str| {
+            let info = Box::new(message.to_owned());
+            StorageError::from(DieselError::DatabaseError(DatabaseErrorKind::Unknown, info))
+        };
+        for passing in [
+            "database is locked",
+            "database or disk is full",
+            "could not extend file \"base/16384/16385\": No space left on device",
+        ] {
+            assert!(error(passing).is_unavailable(), "{passing}");
+        }
+        assert!(!error("no such table: links").is_unavailable());
     }
 }

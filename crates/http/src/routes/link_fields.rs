@@ -123,6 +123,9 @@ link_body! {
     }
 }
 
+impl crate::extract::BodyShape for CreateLinkRequest {}
+impl crate::extract::BodyShape for UpdateLinkRequest {}
+
 link_body! {
     /// The body of PATCH `/links/{idOrShortCode}`: what changes. An absent field stays as it
     /// is; `null` clears an option.

@@ -36,6 +36,8 @@ pub struct CreateWebhookRequest {
     pub events: Vec<String>,
 }
 
+impl crate::extract::BodyShape for CreateWebhookRequest {}
+
 /// A webhook endpoint as clients see it. `secret` only in the response to its creation.
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
