@@ -133,15 +133,21 @@ fn parse_trusted_proxies(s: &str) -> Result<TrustedProxies, String> {
         .map_err(|e: shortlink_analytics::TrustedProxiesError| e.to_string())
 }
 
+/// A `--rate-limit` for the domain to judge: a figure past `u32` is as far out of its range as
+/// `u32::MAX`, and gets the domain's message rather than a parser's.
+fn per_second(rate_limit: u64) -> u32 {
+    u32::try_from(rate_limit).unwrap_or(u32::MAX)
+}
+
 #[derive(Debug, Subcommand)]
 enum WorkspaceCommand {
     /// Create a workspace; prints its id.
     Create {
         /// Unique name: letters, digits, '.', '-', '_'.
         name: String,
-        /// Requests per second for its keys (also the burst).
-        #[arg(long, default_value_t = DEFAULT_RATE_LIMIT)]
-        rate_limit: u32,
+        /// Requests per second for its keys (also the burst), 1 to 1,000,000.
+        #[arg(long, default_value_t = DEFAULT_RATE_LIMIT.into())]
+        rate_limit: u64,
     },
     /// List workspaces, one per line.
     List,
@@ -149,9 +155,9 @@ enum WorkspaceCommand {
     Update {
         /// Workspace name or id.
         workspace: String,
-        /// Requests per second for its keys (also the burst).
+        /// Requests per second for its keys (also the burst), 1 to 1,000,000.
         #[arg(long)]
-        rate_limit: u32,
+        rate_limit: u64,
     },
 }
 
@@ -211,7 +217,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Workspace(WorkspaceCommand::Create { name, rate_limit }) => {
             println!(
                 "{}",
-                admin::create_workspace(&store, &name, rate_limit).await?.id
+                admin::create_workspace(&store, &name, per_second(rate_limit))
+                    .await?
+                    .id
             );
         }
         Command::Workspace(WorkspaceCommand::List) => {
@@ -230,7 +238,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             rate_limit,
         }) => {
             let workspace = admin::find_workspace(&store, &workspace).await?;
-            admin::set_rate_limit(&store, &workspace, rate_limit).await?;
+            admin::set_rate_limit(&store, &workspace, per_second(rate_limit)).await?;
             println!("{}\t{rate_limit}/s", workspace.id);
         }
         Command::Key(KeyCommand::Create { workspace, name }) => {

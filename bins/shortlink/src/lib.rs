@@ -39,6 +39,15 @@ impl Application {
     /// Connects and migrates the database, binds the listener, and on first run creates the
     /// `default` workspace with a key.
     pub async fn build(config: Config) -> anyhow::Result<Self> {
+        // What needs no database comes first: a mistyped flag stops the server before it creates
+        // or migrates a database.
+        let listener = TcpListener::bind(&config.listen)
+            .with_context(|| format!("could not listen on {}", config.listen))?;
+        if let Some(url) = &config.redis_url {
+            // Not echoed: it may hold a password.
+            shortlink_http::ratelimit::RedisRateLimiter::check_url(url)
+                .context("--redis-url is not a usable Redis URL")?;
+        }
         let options = StoreOptions {
             pool: PoolOptions {
                 max_connections: config.max_connections,
@@ -52,8 +61,6 @@ impl Application {
             .await
             .context("could not open the database")?;
 
-        let listener = TcpListener::bind(&config.listen)
-            .with_context(|| format!("could not listen on {}", config.listen))?;
         let addr = listener.local_addr()?;
         let base_url = match config.base_url {
             Some(base) => base,
@@ -122,7 +129,10 @@ impl Application {
                 .wrap(from_fn(shortlink_http::middleware::request_context))
                 .configure(|cfg| shortlink_http::configure(cfg, state))
         })
-        .shutdown_timeout(SHUTDOWN_TIMEOUT.as_secs());
+        .shutdown_timeout(SHUTDOWN_TIMEOUT.as_secs())
+        // actix stops at once on SIGINT, cutting requests in flight; `run_until_stopped`
+        // stops gracefully on it, as on SIGTERM.
+        .disable_signals();
         if let Some(workers) = config.workers {
             server = server.workers(workers);
         }
@@ -173,12 +183,16 @@ impl Application {
             })
         };
 
+        let signals = stop_on_signals(self.server.handle());
         let metrics = self.metrics_server.map(|server| {
             let handle = server.handle();
             tokio::spawn(server);
             handle
         });
         let served = self.server.await;
+        if let Some(signals) = signals {
+            signals.abort();
+        }
         if let Some(metrics) = metrics {
             metrics.stop(true).await;
         }
@@ -255,6 +269,35 @@ pub fn first_run_banner(key: &str, base_url: &BaseUrl) -> String {
          -d '{{\"destination\": \"https://example.com\"}}'\n{line}\n",
         base = base_url.as_str()
     )
+}
+
+/// Stops `server` gracefully on SIGTERM or SIGINT (Ctrl-C): requests in flight finish, and
+/// then pending clicks are written. SIGQUIT stops it without waiting for requests in flight.
+/// Listens until the task returned is aborted.
+fn stop_on_signals(server: ServerHandle) -> Option<tokio::task::JoinHandle<()>> {
+    #[cfg(not(unix))]
+    return None;
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let (Ok(mut term), Ok(mut int), Ok(mut quit)) = (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::interrupt()),
+            signal(SignalKind::quit()),
+        ) else {
+            tracing::warn!("cannot listen for SIGTERM, SIGINT and SIGQUIT");
+            return None;
+        };
+        Some(tokio::spawn(async move {
+            let (name, graceful) = tokio::select! {
+                _ = term.recv() => ("SIGTERM", true),
+                _ = int.recv() => ("SIGINT", true),
+                _ = quit.recv() => ("SIGQUIT", false),
+            };
+            tracing::info!(graceful, "{name} received; stopping");
+            server.stop(graceful).await;
+        }))
+    }
 }
 
 /// Reloads the GeoIP database on every SIGHUP (the databases are updated monthly: replace the

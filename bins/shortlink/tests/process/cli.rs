@@ -41,11 +41,14 @@ fn workspace_create_prints_its_id_and_refuses_a_taken_name() {
 fn workspace_create_refuses_a_bad_name_and_a_bad_rate_in_one_line() {
     let db = TestDatabase::sqlite();
     cli(&db.url, &["workspace", "create", "two words"]).one_line_error();
-    cli(
-        &db.url,
-        &["workspace", "create", "acme", "--rate-limit", "0"],
-    )
-    .one_line_error();
+    for rate in ["0", "1000001", "99999999999"] {
+        let out = cli(
+            &db.url,
+            &["workspace", "create", "acme", "--rate-limit", rate],
+        );
+        let message = out.one_line_error();
+        assert!(message.contains("between 1 and 1000000"), "{message}");
+    }
     assert_eq!(cli(&db.url, &["workspace", "list"]).success(), "");
 }
 
@@ -133,6 +136,22 @@ fn an_unsupported_database_url_fails_in_one_line() {
     assert!(message.contains("mysql://x"), "{message}");
     // The server too refuses it before doing anything.
     cli("mysql://x", &["serve", "--listen", "127.0.0.1:0"]).one_line_error();
+}
+
+#[test]
+fn a_bad_serve_flag_fails_in_one_line_before_making_a_database() {
+    let db = TestDatabase::sqlite();
+    let path = db.url.trim_start_matches("sqlite://").to_owned();
+    let message = cli(&db.url, &["serve", "--listen", "not-an-address"])
+        .one_line_error()
+        .to_owned();
+    assert!(message.contains("not-an-address"), "{message}");
+    for url in ["http://x", "redis://127.0.0.1:6379/abc"] {
+        let args = ["serve", "--listen", "127.0.0.1:0", "--redis-url", url];
+        let message = cli(&db.url, &args).one_line_error().to_owned();
+        assert!(message.contains("--redis-url"), "{message}");
+    }
+    assert!(!std::path::Path::new(&path).exists(), "no database made");
 }
 
 #[test]

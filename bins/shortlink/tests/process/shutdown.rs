@@ -64,3 +64,55 @@ async fn sigterm_writes_every_pending_click_before_exiting() {
 async fn sigint_writes_every_pending_click_before_exiting() {
     no_click_is_lost_on("INT").await;
 }
+
+/// A creation whose body is still arriving when `signal` comes finishes: the stop waits for it,
+/// and the link exists afterwards.
+async fn a_request_in_flight_finishes_on(signal: &str) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let db = TestDatabase::sqlite();
+    let mut server = Server::start(&db.url, &[]).await;
+    let key = server.first_run_key().await;
+    let body = r#"{"destination":"https://example.com/in-flight","customSlug":"in-flight"}"#;
+    let (first, rest) = body.split_at(20);
+    let address = server.url("").trim_start_matches("http://").to_owned();
+    let mut conn = tokio::net::TcpStream::connect(&address)
+        .await
+        .expect("connect");
+    let head = format!(
+        "POST /api/v1/links HTTP/1.1\r\nHost: {address}\r\nAuthorization: Bearer {key}\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{first}",
+        body.len()
+    );
+    conn.write_all(head.as_bytes()).await.expect("write");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    server.signal(signal);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    conn.write_all(rest.as_bytes())
+        .await
+        .expect("write the rest");
+    let mut answer = String::new();
+    conn.read_to_string(&mut answer).await.expect("read");
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+
+    let (status, stderr) = server.wait_exit(Duration::from_secs(20)).await;
+    assert_eq!(status.code(), Some(0), "stderr:\n{stderr}");
+    let (_, json) = answer.split_once("\r\n\r\n").expect("a head and a body");
+    let created: serde_json::Value = serde_json::from_str(json).expect("a JSON body");
+    let id = created["data"]["id"].as_str().expect("the link's id");
+    assert_eq!(
+        stored_clicks(&db.store().await, id).await,
+        0,
+        "and it is stored"
+    );
+}
+
+#[tokio::test]
+async fn sigterm_lets_a_request_in_flight_finish() {
+    a_request_in_flight_finishes_on("TERM").await;
+}
+
+#[tokio::test]
+async fn sigint_lets_a_request_in_flight_finish() {
+    a_request_in_flight_finishes_on("INT").await;
+}

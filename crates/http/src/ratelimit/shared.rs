@@ -75,6 +75,13 @@ impl RedisRateLimiter {
         })
     }
 
+    /// Whether `url` is one [`RedisRateLimiter::new`] takes (`redis://`, `rediss://`,
+    /// `redis+unix://`, a database number that is a number): checked at start, so a typo stops
+    /// the server rather than leaving its limits unshared.
+    pub fn check_url(url: &str) -> Result<(), redis::RedisError> {
+        redis::Client::open(url).map(drop)
+    }
+
     fn now(&self) -> u64 {
         u64::try_from(self.since.elapsed().as_millis()).unwrap_or(u64::MAX)
     }
