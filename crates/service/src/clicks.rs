@@ -37,6 +37,7 @@ use tokio::sync::Notify;
 use crate::click_limits::ClickLimits;
 use crate::enrich::Enricher;
 use crate::spill::{Spill, SpilledClick};
+use crate::throttled_log::ThrottledLog;
 
 /// How often recorded clicks are written; the API shows a click within this much (plus the
 /// write itself).
@@ -513,9 +514,11 @@ impl ClickCounter {
         base: &BaseUrl,
         webhooks: &WakeHandle,
         stop: impl std::future::Future<Output = ()>,
-        drain_timeout: Duration,
+        drain_deadline: impl FnOnce() -> tokio::time::Instant,
     ) -> bool {
         let mut stop = std::pin::pin!(stop);
+        // While the database is down, a line every 10 s rather than at every flush.
+        let failures = ThrottledLog::new(Duration::from_secs(10));
         let mut tick = tokio::time::interval(FLUSH_INTERVAL);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -524,23 +527,24 @@ impl ClickCounter {
                 () = self.flush_soon.notified() => {}
                 () = &mut stop => break,
             }
-            if let Err(e) = self.flush(store, base, webhooks).await {
-                tracing::warn!(error = %e, "click flush failed; will retry");
+            if let Err(e) = self.flush(store, base, webhooks).await
+                && let Some(repeated) = failures.occurred(std::time::Instant::now())
+            {
+                tracing::warn!(error = %e, failed_since = repeated.times, "click flush failed; will retry");
             }
         }
-        self.drain(store, base, webhooks, drain_timeout).await
+        self.drain(store, base, webhooks, drain_deadline()).await
     }
 
-    /// Flushes what is left, retrying for up to `drain_timeout` if the database is briefly
-    /// unavailable. Returns whether everything was written.
+    /// Flushes what is left, retrying until `deadline` if the database is briefly unavailable.
+    /// Returns whether everything was written.
     pub async fn drain(
         &self,
         store: &Store,
         base: &BaseUrl,
         webhooks: &WakeHandle,
-        drain_timeout: Duration,
+        deadline: tokio::time::Instant,
     ) -> bool {
-        let deadline = tokio::time::Instant::now() + drain_timeout;
         loop {
             match self.flush(store, base, webhooks).await {
                 Ok(()) => return true,
@@ -549,7 +553,8 @@ impl ClickCounter {
                     tokio::time::sleep(FLUSH_INTERVAL).await;
                 }
                 Err(e) => {
-                    tracing::error!(error = %e, "clicks could not be written before stopping");
+                    let lost = self.pending();
+                    tracing::error!(error = %e, lost, "clicks could not be written before stopping");
                     return false;
                 }
             }

@@ -31,6 +31,9 @@ pub(crate) async fn follow_changes(
 ) {
     let mut stop = std::pin::pin!(stop);
     let failures = ThrottledLog::new(Duration::from_secs(60));
+    // Whether the log said the channel was lost or would not come up: its return is then worth a
+    // line too.
+    let mut missing = false;
     loop {
         match store.listen_for_changes().await {
             Ok(None) => return,
@@ -38,7 +41,13 @@ pub(crate) async fn follow_changes(
                 cache.clear();
                 cache.set_short(false);
                 keys();
-                tracing::debug!("hearing changes made by other instances");
+                if missing {
+                    tracing::info!(
+                        "the channel that announces changes made on other instances is back"
+                    );
+                } else {
+                    tracing::debug!("hearing changes made by other instances");
+                }
                 loop {
                     tokio::select! {
                         changes = listener.next() => match changes {
@@ -49,12 +58,14 @@ pub(crate) async fn follow_changes(
                     }
                 }
                 cache.set_short(true);
+                missing = true;
                 tracing::warn!(
                     "lost the channel that announces changes made on other instances: cached \
                      links answer for at most a second until it is back"
                 );
             }
             Err(e) => {
+                missing = true;
                 cache.set_short(true);
                 if let Some(repeated) = failures.occurred(std::time::Instant::now()) {
                     tracing::warn!(error = %e, retries = repeated.times, "cannot listen for changes made on other instances; retrying");

@@ -96,6 +96,9 @@ struct Inner {
     wake: WakeHandle,
     /// Taken by [`Service::run`].
     worker: Mutex<Option<DeliveryWorker<Store>>>,
+    /// Until when stopping may retry writing clicks: set when the first drain begins, so the
+    /// drains of [`Service::run`] and [`Service::shutdown`] share one timeout.
+    drain_deadline: std::sync::OnceLock<tokio::time::Instant>,
 }
 
 impl std::fmt::Debug for Service {
@@ -126,6 +129,7 @@ impl Service {
                 settings,
                 outage: Outage::default(),
                 key_observer: std::sync::OnceLock::new(),
+                drain_deadline: std::sync::OnceLock::new(),
 
                 creator,
                 wake,
@@ -400,9 +404,10 @@ impl Service {
             let stop = stopped(stop_rx);
             tokio::spawn(async move {
                 let inner = &service.inner;
-                let (base, drain) = (&inner.settings.base_url, inner.settings.click_drain_timeout);
+                let base = &inner.settings.base_url;
+                let deadline = || service.drain_deadline();
                 (inner.clicks)
-                    .run(&inner.store, base, &inner.wake, stop, drain)
+                    .run(&inner.store, base, &inner.wake, stop, deadline)
                     .await
             })
         };
@@ -419,16 +424,22 @@ impl Service {
         }
     }
 
+    /// Until when stopping retries writing clicks ([`ServiceSettings::click_drain_timeout`] from
+    /// the first attempt).
+    fn drain_deadline(&self) -> tokio::time::Instant {
+        let timeout = self.inner.settings.click_drain_timeout;
+        *(self.inner.drain_deadline).get_or_init(|| tokio::time::Instant::now() + timeout)
+    }
+
     /// Stops for good, once nothing records clicks or creates links any more (after
     /// [`Service::run`] returned, if it ran): writes the clicks still pending, then ends the
     /// store's use ([`Store::shutdown`]: on SQLite the click journal and the recent codes are
     /// folded into the file). The counts are then exact in the database.
     pub async fn shutdown(&self) -> Result<(), ServiceError> {
         let inner = &self.inner;
-        let (base, drain) = (&inner.settings.base_url, inner.settings.click_drain_timeout);
-        let written = inner
-            .clicks
-            .drain(&inner.store, base, &inner.wake, drain)
+        let base = &inner.settings.base_url;
+        let written = (inner.clicks)
+            .drain(&inner.store, base, &inner.wake, self.drain_deadline())
             .await;
         if let Err(e) = inner.store.shutdown().await {
             // Nothing is lost: the journal and `links` hold everything, and the next start

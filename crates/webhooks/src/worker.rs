@@ -164,6 +164,9 @@ impl<Q: DeliveryQueue> DeliveryWorker<Q> {
         let mut claim_now = true;
         let mut more_due = false;
         let mut next_poll = Instant::now();
+        // Claims failed in a row: an outage is logged at its first failure and every
+        // `FAILURES_PER_LINE` after, not at every poll.
+        let mut failed_claims = 0_u32;
 
         tracing::info!(concurrency, "webhook delivery worker started");
         loop {
@@ -180,6 +183,10 @@ impl<Q: DeliveryQueue> DeliveryWorker<Q> {
                 let limit = i64::try_from(free).unwrap_or(i64::MAX);
                 match queue.claim_due(now, limit, now.plus(config.lease)).await {
                     Ok(batch) => {
+                        if failed_claims > 0 {
+                            tracing::info!(failed_claims, "claiming webhook deliveries again");
+                            failed_claims = 0;
+                        }
                         more_due = batch.len() >= free;
                         // The signal may have come while the queue answered; what was claimed
                         // then goes back at once rather than waiting for its lease to end.
@@ -206,11 +213,15 @@ impl<Q: DeliveryQueue> DeliveryWorker<Q> {
                     }
                     Err(e) => {
                         more_due = false;
-                        tracing::error!(
-                            error = &e as &dyn std::error::Error,
-                            retry_in_ms = config.poll_interval.as_millis(),
-                            "cannot claim webhook deliveries"
-                        );
+                        if failed_claims.is_multiple_of(FAILURES_PER_LINE) {
+                            tracing::error!(
+                                error = &e as &dyn std::error::Error,
+                                failed_claims,
+                                retry_in_ms = config.poll_interval.as_millis(),
+                                "cannot claim webhook deliveries"
+                            );
+                        }
+                        failed_claims = failed_claims.saturating_add(1);
                     }
                 }
             }
@@ -255,6 +266,10 @@ impl<Q: DeliveryQueue> DeliveryWorker<Q> {
         tracing::info!("webhook delivery worker stopped");
     }
 }
+
+/// Failed claims in a row per log line while the queue cannot be reached (at the default poll
+/// of 500 ms, one line every 10 s).
+const FAILURES_PER_LINE: u32 = 20;
 
 /// Most attempts recorded in one transaction.
 const RECORD_BATCH: usize = 256;

@@ -133,9 +133,16 @@ async fn create(c: &mut AsyncPgConnection, start: Date) -> Result<(), StorageErr
         name(start),
     );
     // Still fails if events of that month are written between the look and the creation: tried
-    // again at the next upkeep.
-    if let Err(e) = c.batch_execute(&sql).await {
-        tracing::warn!(error = %e, partition = %name(start), "could not create a partition of click_events");
+    // again at the next upkeep. `IF NOT EXISTS` is no guard against another instance creating
+    // the same partition at the same moment (both pass the check): that one did the work.
+    match c.batch_execute(&sql).await {
+        Err(e) if e.to_string().contains("already exists") => {
+            tracing::debug!(partition = %name(start), "another instance made this partition");
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, partition = %name(start), "could not create a partition of click_events");
+        }
+        Ok(()) => {}
     }
     Ok(())
 }
