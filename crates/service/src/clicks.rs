@@ -530,7 +530,7 @@ impl ClickCounter {
             if let Err(e) = self.flush(store, base, webhooks).await
                 && let Some(repeated) = failures.occurred(std::time::Instant::now())
             {
-                tracing::warn!(error = %e, failed_since = repeated.times, "click flush failed; will retry");
+                tracing::warn!(error = %e, retries = repeated.times, "click flush failed; will retry");
             }
         }
         self.drain(store, base, webhooks, drain_deadline()).await

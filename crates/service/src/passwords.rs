@@ -31,7 +31,7 @@ static ARGON2_SLOTS: LazyLock<Semaphore> =
     LazyLock::new(|| Semaphore::new(std::thread::available_parallelism().map_or(2, |n| n.get())));
 
 /// Runs one Argon2 computation on the blocking pool, in its turn.
-async fn argon2<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> Option<T> {
+async fn run_argon2<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> Option<T> {
     let _slot = ARGON2_SLOTS.acquire().await.ok()?;
     tokio::task::spawn_blocking(work).await.ok()
 }
@@ -41,7 +41,7 @@ pub(crate) async fn hash(password: Password) -> Result<PasswordHash, ServiceErro
     let failed = |e: &dyn std::fmt::Display| {
         ServiceError::Internal(format!("hashing a password failed: {e}"))
     };
-    argon2(move || {
+    run_argon2(move || {
         let salt = SaltString::generate(&mut OsRng);
         Argon2::default()
             .hash_password(password.expose().as_bytes(), &salt)
@@ -55,7 +55,7 @@ pub(crate) async fn hash(password: Password) -> Result<PasswordHash, ServiceErro
 /// Whether `attempt` is the password `hash` was made from. A hash that does not parse matches
 /// nothing.
 pub(crate) async fn verify(hash: PasswordHash, attempt: String) -> bool {
-    argon2(move || {
+    run_argon2(move || {
         Phc::new(hash.as_str()).is_ok_and(|phc| {
             Argon2::default()
                 .verify_password(attempt.as_bytes(), &phc)
