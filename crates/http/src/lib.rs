@@ -53,6 +53,12 @@ pub fn configure(cfg: &mut web::ServiceConfig, state: Data<AppState>) {
         .default_service(web::to(routes::redirect::redirect));
 }
 
+/// A GET route that answers HEAD too, with the same head and no body: a server that serves GET
+/// serves HEAD (RFC 9110), and load balancers probe `/healthz` with it.
+pub(crate) fn get() -> actix_web::Route {
+    web::route().guard(actix_web::guard::Any(actix_web::guard::Get()).or(actix_web::guard::Head()))
+}
+
 /// A known route's answer to a method it does not serve: 405 with `Allow` listing those it does.
 pub(crate) fn method_not_allowed(allow: &'static str) -> actix_web::Route {
     web::to(move || async move { Err::<HttpResponse, _>(ApiError::MethodNotAllowed { allow }) })

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use actix_web::dev::Server;
 use actix_web::http::StatusCode;
-use actix_web::web::{self, Data};
+use actix_web::web::Data;
 use actix_web::{App, HttpResponse, HttpServer};
 use metrics::{Counter, Gauge, Histogram, Key, Label, Level, Metadata, Recorder, Unit};
 use metrics_exporter_prometheus::{
@@ -312,7 +312,7 @@ pub fn serve(
         App::new()
             .app_data(metrics.clone())
             .app_data(Data::new(gauges.clone()))
-            .route("/metrics", web::get().to(scrape))
+            .route("/metrics", crate::get().to(scrape))
     })
     .workers(1)
     .disable_signals()

@@ -325,22 +325,22 @@ pub fn document(base: &BaseUrl) -> Value {
 
 /// `GET /api/v1/openapi.json` (no authentication), `GET /docs` and its assets.
 pub fn configure_document(cfg: &mut web::ServiceConfig) {
-    cfg.route("/openapi.json", web::get().to(serve_document));
+    cfg.route("/openapi.json", crate::get().to(serve_document));
 }
 
 /// The docs page and its bundled assets.
 pub fn configure_page(cfg: &mut web::ServiceConfig) {
     cfg.route(
         "/docs",
-        web::get().to(|| async { asset("text/html; charset=utf-8", PAGE.as_bytes()) }),
+        crate::get().to(|| async { asset("text/html; charset=utf-8", PAGE.as_bytes()) }),
     )
     .route(
         "/docs/swagger-ui.css",
-        web::get().to(|| async { asset("text/css; charset=utf-8", CSS) }),
+        crate::get().to(|| async { asset("text/css; charset=utf-8", CSS) }),
     )
     .route(
         "/docs/swagger-ui-bundle.js",
-        web::get().to(|| async { asset("text/javascript; charset=utf-8", JS) }),
+        crate::get().to(|| async { asset("text/javascript; charset=utf-8", JS) }),
     );
 }
 

@@ -329,6 +329,44 @@ async fn known_routes_with_wrong_methods_are_405() {
         let res = send(app.api(method.clone(), path)).await;
         assert_error(res, 405, "METHOD_NOT_ALLOWED").await;
     }
+    let res = send(app.api(Method::PUT, "/links")).await;
+    assert_eq!(header(res.headers(), "allow"), Some("GET, HEAD, POST"));
+}
+
+/// Every route that serves GET serves HEAD: the same status and head, no body (load balancers
+/// probe `/healthz` with HEAD; it used to fall through to the short codes and answer 404).
+#[tokio::test]
+async fn every_get_route_answers_head() {
+    let app = TestApp::spawn().await;
+    let code = app.create_code("https://example.com/head").await;
+    let open = ["/healthz", "/readyz", "/docs", "/api/v1/openapi.json", "/"];
+    let api = [
+        "/links".to_owned(),
+        format!("/links/{code}"),
+        format!("/qr?shortCode={code}"),
+    ];
+    let requests = (open.iter().map(|path| {
+        (
+            app.client.get(app.url(path)),
+            app.client.head(app.url(path)),
+        )
+    }))
+    .chain(
+        api.iter()
+            .map(|path| (app.api(Method::GET, path), app.api(Method::HEAD, path))),
+    );
+    for (get, head) in requests {
+        let (get, head) = (send(get).await, send(head).await);
+        let what = get.url().path().to_owned();
+        assert_eq!(head.status(), get.status(), "{what}");
+        assert_eq!(get.status(), 200, "{what}");
+        assert_eq!(
+            header(head.headers(), "content-type"),
+            header(get.headers(), "content-type"),
+            "{what}"
+        );
+        assert_eq!(head.bytes().await.expect("a body").len(), 0, "{what}");
+    }
 }
 
 /// Asserts an error envelope with a request id on a response read by hand.

@@ -48,13 +48,13 @@ pub const EXPORT_COLUMNS: [&str; 10] = [
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(
         web::resource("/analytics")
-            .route(web::get().to(analytics))
-            .default_service(crate::method_not_allowed("GET")),
+            .route(crate::get().to(analytics))
+            .default_service(crate::method_not_allowed("GET, HEAD")),
     )
     .service(
         web::resource("/analytics/export")
-            .route(web::get().to(export))
-            .default_service(crate::method_not_allowed("GET")),
+            .route(crate::get().to(export))
+            .default_service(crate::method_not_allowed("GET, HEAD")),
     );
 }
 

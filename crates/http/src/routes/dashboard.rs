@@ -52,16 +52,12 @@ impl RootRedirect {
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(
         web::resource("/")
-            .route(web::get().to(index))
-            .route(web::head().to(index))
+            .route(crate::get().to(index))
             .default_service(crate::method_not_allowed("GET, HEAD")),
     )
     .service(
-        web::scope(shortlink_dashboard::PREFIX).service(
-            web::resource("/{path:.+}")
-                .route(web::get().to(asset))
-                .route(web::head().to(asset)),
-        ),
+        web::scope(shortlink_dashboard::PREFIX)
+            .service(web::resource("/{path:.+}").route(crate::get().to(asset))),
     );
 }
 

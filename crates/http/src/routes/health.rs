@@ -11,8 +11,8 @@ use crate::state::AppState;
 
 /// The two probes.
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.route("/healthz", web::get().to(healthz))
-        .route("/readyz", web::get().to(readyz));
+    cfg.route("/healthz", crate::get().to(healthz))
+        .route("/readyz", crate::get().to(readyz));
 }
 
 async fn healthz() -> HttpResponse {

@@ -102,8 +102,8 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(
         web::resource("/links")
             .route(web::post().to(create))
-            .route(web::get().to(list))
-            .default_service(crate::method_not_allowed("GET, POST")),
+            .route(crate::get().to(list))
+            .default_service(crate::method_not_allowed("GET, HEAD, POST")),
     )
     .service(
         web::resource("/links/bulk")
@@ -112,10 +112,10 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     )
     .service(
         web::resource("/links/{link}")
-            .route(web::get().to(get))
+            .route(crate::get().to(get))
             .route(web::patch().to(update))
             .route(web::delete().to(delete))
-            .default_service(crate::method_not_allowed("GET, PATCH, DELETE")),
+            .default_service(crate::method_not_allowed("GET, HEAD, PATCH, DELETE")),
     );
 }
 

@@ -64,8 +64,8 @@ pub struct QrView {
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(
         web::resource("/qr")
-            .route(web::get().to(qr))
-            .default_service(crate::method_not_allowed("GET")),
+            .route(crate::get().to(qr))
+            .default_service(crate::method_not_allowed("GET, HEAD")),
     );
 }
 

@@ -137,19 +137,19 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(
         web::resource("/webhooks")
             .route(web::post().to(create))
-            .route(web::get().to(list))
-            .default_service(crate::method_not_allowed("GET, POST")),
+            .route(crate::get().to(list))
+            .default_service(crate::method_not_allowed("GET, HEAD, POST")),
     )
     .service(
         web::resource("/webhooks/{id}")
-            .route(web::get().to(get))
+            .route(crate::get().to(get))
             .route(web::delete().to(delete))
-            .default_service(crate::method_not_allowed("GET, DELETE")),
+            .default_service(crate::method_not_allowed("GET, HEAD, DELETE")),
     )
     .service(
         web::resource("/webhooks/{id}/deliveries")
-            .route(web::get().to(deliveries))
-            .default_service(crate::method_not_allowed("GET")),
+            .route(crate::get().to(deliveries))
+            .default_service(crate::method_not_allowed("GET, HEAD")),
     );
 }
 
