@@ -111,9 +111,15 @@ async fn lookup(state: &AppState, hash: ApiKeyHash) -> Result<Option<Authenticat
     Ok(found)
 }
 
-/// The token of `Authorization: Bearer <token>` (scheme case-insensitive), if well-formed.
+/// The token of `Authorization: Bearer <token>` (scheme case-insensitive), if well-formed. Two
+/// `Authorization` fields are not: which one is meant cannot be told (a proxy that adds its own
+/// must not make the first one win).
 fn bearer_token(req: &HttpRequest) -> Option<&str> {
-    let value = req.headers().get(header::AUTHORIZATION)?.to_str().ok()?;
+    let mut fields = req.headers().get_all(header::AUTHORIZATION);
+    let value = fields.next()?.to_str().ok()?;
+    if fields.next().is_some() {
+        return None;
+    }
     let (scheme, token) = value.split_once(' ')?;
     let token = token.trim();
     (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)

@@ -32,6 +32,15 @@ async fn requests_without_a_valid_key_are_401() {
             .header("authorization", app.key.as_str()),
         app.client.get(&url).bearer_auth(&unknown),
         app.client.get(&url).bearer_auth(format!("{}x", app.key)),
+        // Two fields, whichever comes first.
+        app.client
+            .get(&url)
+            .bearer_auth(&app.key)
+            .header("authorization", format!("Bearer {unknown}")),
+        app.client
+            .get(&url)
+            .bearer_auth(&app.key)
+            .header("authorization", format!("Bearer {}", app.key)),
         app.client
             .post(&url)
             .json(&serde_json::json!({ "destination": "https://example.com/" })),

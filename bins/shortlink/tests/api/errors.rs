@@ -289,6 +289,33 @@ async fn bad_query_parameters_are_named() {
     for query in ["limit=1", "limit=100"] {
         assert_ok(app.get(&format!("/links?{query}")).await).await;
     }
+    // Nor do the routes of one link, or the creations: a refused DELETE deletes nothing.
+    let code = app.create_code("https://example.com/kept").await;
+    for (method, path) in [
+        (Method::GET, format!("/links/{code}?fields=id")),
+        (Method::PATCH, format!("/links/{code}?dryRun=true")),
+        (Method::DELETE, format!("/links/{code}?soft=true")),
+        (Method::POST, "/links?domain=x".to_owned()),
+        (Method::POST, "/links/bulk?atomic=true".to_owned()),
+        (Method::POST, "/webhooks?x=1".to_owned()),
+        (Method::GET, "/webhooks/wh_x?x=1".to_owned()),
+    ] {
+        let body = if method == Method::GET { "" } else { "{}" };
+        let res = send(
+            app.api(method.clone(), &path)
+                .header("content-type", "application/json")
+                .body(body),
+        )
+        .await;
+        let error = assert_error(res, 400, "VALIDATION_FAILED").await;
+        let field = path.split(['?', '=']).nth(1).unwrap_or_default();
+        assert_eq!(
+            crate::helpers::detail_fields(&error),
+            [field],
+            "{method} {path}"
+        );
+    }
+    assert_ok(app.get(&format!("/links/{code}")).await).await;
 }
 
 #[tokio::test]

@@ -18,7 +18,7 @@ use validator::Validate;
 use crate::auth::Authenticated;
 use crate::envelope::{Envelope, ok};
 use crate::error::{ApiError, ErrorBody, ErrorEnvelope};
-use crate::extract::{JsonBody, QueryParams, parse_json};
+use crate::extract::{JsonBody, NoParams, QueryParams, parse_json};
 use crate::idempotency::{self, Begin};
 pub use crate::routes::link_fields::{CreateLinkRequest, UpdateLinkRequest};
 use crate::routes::link_fields::{validate_creation, validate_update};
@@ -212,8 +212,10 @@ async fn create(
     state: Data<AppState>,
     req: HttpRequest,
     auth: Authenticated,
+    query: QueryParams<NoParams>,
     body: JsonBody<CreateLinkRequest>,
 ) -> Result<HttpResponse, ApiError> {
+    query.into_inner()?;
     let fingerprint = body.fingerprint().map(str::to_owned);
     let link = validate(&state, &auth, body.into_inner()?).await?;
     let (base, slug) = (
@@ -248,8 +250,10 @@ async fn bulk(
     state: Data<AppState>,
     req: HttpRequest,
     auth: Authenticated,
+    query: QueryParams<NoParams>,
     items: JsonBody<Vec<Box<RawValue>>>,
 ) -> Result<HttpResponse, ApiError> {
+    query.into_inner()?;
     let fingerprint = items.fingerprint().map(str::to_owned);
     let items = items.into_inner()?;
     if items.is_empty() || items.len() > MAX_BULK {
@@ -368,8 +372,10 @@ async fn list(
 async fn get(
     state: Data<AppState>,
     auth: Authenticated,
+    query: QueryParams<NoParams>,
     path: Path<String>,
 ) -> Result<HttpResponse, ApiError> {
+    query.into_inner()?;
     let link = state
         .store
         .get_link(auth.workspace.id, &LinkRef::parse(&path), state.domain())
@@ -386,9 +392,11 @@ async fn get(
 async fn update(
     state: Data<AppState>,
     auth: Authenticated,
+    query: QueryParams<NoParams>,
     path: Path<String>,
     body: JsonBody<UpdateLinkRequest>,
 ) -> Result<HttpResponse, ApiError> {
+    query.into_inner()?;
     let valid = validate_update(state.base(), body.into_inner()?)?;
     let mut patch = valid.patch;
     patch.password = hashed(&state, valid.password).await?;
@@ -409,8 +417,10 @@ async fn update(
 async fn delete(
     state: Data<AppState>,
     auth: Authenticated,
+    query: QueryParams<NoParams>,
     path: Path<String>,
 ) -> Result<HttpResponse, ApiError> {
+    query.into_inner()?;
     let link = state
         .service
         .delete_link(auth.workspace.id, &LinkRef::parse(&path))

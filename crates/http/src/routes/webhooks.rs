@@ -181,8 +181,10 @@ async fn create(
     state: Data<AppState>,
     req: HttpRequest,
     auth: Authenticated,
+    query: QueryParams<NoParams>,
     body: JsonBody<CreateWebhookRequest>,
 ) -> Result<HttpResponse, ApiError> {
+    query.into_inner()?;
     let fingerprint = body.fingerprint().map(str::to_owned);
     let body = body.into_inner()?;
     let target = WebhookTarget::parse(
@@ -256,8 +258,10 @@ fn webhook_id(path: &str) -> Result<WebhookId, ApiError> {
 async fn get(
     state: Data<AppState>,
     auth: Authenticated,
+    query: QueryParams<NoParams>,
     path: Path<String>,
 ) -> Result<HttpResponse, ApiError> {
+    query.into_inner()?;
     let hook = state
         .store
         .get_webhook(auth.workspace.id, webhook_id(&path)?)
@@ -271,8 +275,10 @@ async fn get(
 async fn delete(
     state: Data<AppState>,
     auth: Authenticated,
+    query: QueryParams<NoParams>,
     path: Path<String>,
 ) -> Result<HttpResponse, ApiError> {
+    query.into_inner()?;
     let id = webhook_id(&path)?;
     let hook = state
         .store
