@@ -44,6 +44,9 @@ pub enum QrError {
         /// Modules across: the code's width plus twice the margin.
         modules: u32,
     },
+    /// `fg` and `bg` are the same colour: the code would be a blank square.
+    #[error("fg and bg must differ: a code in one colour cannot be scanned")]
+    SameColours,
     /// An encoder failed on input this crate prepared.
     #[error("could not encode the image")]
     Encode(#[source] EncodeError),

@@ -19,7 +19,8 @@ use matrix::{Layout, Matrix};
 ///
 /// # Errors
 ///
-/// - [`QrError::SizeOutOfRange`], [`QrError::MarginOutOfRange`]: see [`Options::validate`].
+/// - [`QrError::SizeOutOfRange`], [`QrError::MarginOutOfRange`], [`QrError::SameColours`]: see
+///   [`Options::validate`].
 /// - [`QrError::DataTooLong`]: the text does not fit any QR code at this level.
 /// - [`QrError::TooSmall`]: the code and its quiet zone have more modules
 ///   across than `opts.size` has pixels (for both formats, so that an SVG and

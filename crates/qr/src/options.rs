@@ -241,13 +241,14 @@ impl Default for Options {
 }
 
 impl Options {
-    /// Checks `size` and `margin` against their ranges, so a caller can reject
-    /// bad options before it has the text at hand. [`render`](crate::render)
-    /// makes the same checks.
+    /// Checks `size` and `margin` against their ranges and that `fg` and `bg`
+    /// differ, so a caller can reject bad options before it has the text at
+    /// hand. [`render`](crate::render) makes the same checks.
     ///
     /// # Errors
     ///
-    /// [`QrError::SizeOutOfRange`] or [`QrError::MarginOutOfRange`].
+    /// [`QrError::SizeOutOfRange`], [`QrError::MarginOutOfRange`] or
+    /// [`QrError::SameColours`].
     pub const fn validate(&self) -> Result<(), QrError> {
         if self.size < MIN_SIZE || self.size > MAX_SIZE {
             return Err(QrError::SizeOutOfRange { size: self.size });
@@ -256,6 +257,10 @@ impl Options {
             return Err(QrError::MarginOutOfRange {
                 margin: self.margin,
             });
+        }
+        let (fg, bg) = (self.fg.0, self.bg.0);
+        if fg[0] == bg[0] && fg[1] == bg[1] && fg[2] == bg[2] {
+            return Err(QrError::SameColours);
         }
         Ok(())
     }
@@ -383,5 +388,10 @@ mod tests {
                 Err(QrError::MarginOutOfRange { margin: m }) if m == margin
             ));
         }
+        let blank = Options {
+            fg: Color::WHITE,
+            ..Options::default()
+        };
+        assert!(matches!(blank.validate(), Err(QrError::SameColours)));
     }
 }

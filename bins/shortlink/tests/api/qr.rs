@@ -149,6 +149,9 @@ async fn bad_parameters_are_400_naming_the_parameter() {
         ("fg=red", "fg"),
         ("fg=%23ggg000", "fg"),
         ("bg=%23fff", "bg"),
+        // One colour is a blank square.
+        ("fg=%23ffffff", "bg"),
+        ("fg=%23AbCdEf&bg=%23abcdef", "bg"),
         ("format=gif", "format"),
         ("format=", "format"),
     ] {
@@ -186,10 +189,18 @@ async fn a_repeat_with_if_none_match_is_304() {
     let etag = header(first.headers(), "etag").expect("an ETag").to_owned();
     assert!(etag.starts_with('"') && etag.ends_with('"'), "{etag}");
 
+    assert_eq!(header(first.headers(), "vary"), Some("Accept"));
     let again = send(app.api(Method::GET, path).header("if-none-match", &etag)).await;
     assert_eq!(again.status(), 304);
     assert_eq!(header(again.headers(), "etag"), Some(etag.as_str()));
     assert!(again.bytes().await.expect("a body").is_empty());
+    // The weak comparison: a proxy that compresses may have weakened the tag.
+    let weak = send(
+        app.api(Method::GET, path)
+            .header("if-none-match", format!("W/{etag}")),
+    )
+    .await;
+    assert_eq!(weak.status(), 304);
 
     // Other options are another image.
     let svg = app.get("/qr?shortCode=qr-code&size=256").await;
@@ -200,6 +211,32 @@ async fn a_repeat_with_if_none_match_is_304() {
     )
     .await;
     assert_eq!(other.status(), 200);
+}
+
+/// `Accept` as RFC 9110 reads it: q-values, case, and a wildcard beside JSON.
+#[tokio::test]
+async fn accept_chooses_json_only_where_it_is_preferred() {
+    let app = TestApp::spawn().await;
+    link(&app).await;
+    for (accept, content_type) in [
+        ("application/json", "application/json"),
+        ("APPLICATION/JSON", "application/json"),
+        ("application/json, text/plain, */*", "application/json"),
+        ("application/json;q=0", "image/png"),
+        ("application/json;q=0.1, image/png", "image/png"),
+        ("application/json;q=0.5, image/*;q=0.4", "application/json"),
+        ("*/*", "image/png"),
+        ("text/html", "image/png"),
+    ] {
+        let res = send(
+            app.api(Method::GET, "/qr?shortCode=qr-code&format=png")
+                .header("accept", accept),
+        )
+        .await;
+        assert_eq!(res.status(), 200, "{accept}");
+        let got = header(res.headers(), "content-type").unwrap_or_default();
+        assert_eq!(got, content_type, "{accept}");
+    }
 }
 
 #[tokio::test]

@@ -108,6 +108,7 @@ fn qr_error(e: &QrError) -> ApiError {
     match e {
         QrError::SizeOutOfRange { .. } | QrError::TooSmall { .. } => ApiError::field("size", e),
         QrError::MarginOutOfRange { .. } => ApiError::field("margin", e),
+        QrError::SameColours => ApiError::field("bg", e),
         QrError::DataTooLong { .. } => ApiError::field("level", e),
         QrError::Encode(_) => ApiError::Internal(e.to_string()),
     }
@@ -130,21 +131,43 @@ fn etag(text: &str, o: &Options) -> String {
     format!("\"{hex}\"")
 }
 
-fn wants_json(req: &HttpRequest) -> bool {
-    req.headers()
-        .get(header::ACCEPT)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| {
-            v.split(',')
-                .any(|t| t.trim().starts_with("application/json"))
-        })
+/// Whether the client's `Accept` prefers JSON to the image of type `image`: `application/json`
+/// acceptable (q above 0) and ranked no lower than that type or `image/*`. An `*/*` beside it
+/// still means JSON, as `application/json, */*` from most HTTP libraries does.
+fn wants_json(req: &HttpRequest, image: &str) -> bool {
+    use actix_web::http::header::{Accept, Header, Quality};
+    use actix_web::mime::{self, Mime};
+    let Ok(accept) = Accept::parse(req) else {
+        return false;
+    };
+    let best = |acceptable: &dyn Fn(&Mime) -> bool| {
+        (accept.iter().filter(|i| acceptable(&i.item)))
+            .map(|i| i.quality)
+            .max()
+            .unwrap_or(Quality::ZERO)
+    };
+    let json = best(&|m| m.essence_str() == "application/json");
+    let picture = best(&|m| {
+        m.type_() == mime::IMAGE && (m.subtype() == mime::STAR || m.essence_str() == image)
+    });
+    json > Quality::ZERO && json >= picture
 }
 
+/// Whether `If-None-Match` names `tag`, by the weak comparison RFC 9110 prescribes for it: a
+/// proxy that compresses may have weakened the tag (`W/"…"`).
 pub(crate) fn matches_etag(req: &HttpRequest, tag: &str) -> bool {
+    fn opaque(t: &str) -> &str {
+        t.strip_prefix("W/").unwrap_or(t)
+    }
+    let tag = opaque(tag);
     req.headers()
         .get(header::IF_NONE_MATCH)
         .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.split(',').any(|t| t.trim() == tag || t.trim() == "*"))
+        .is_some_and(|v| {
+            v.split(',')
+                .map(|t| t.trim())
+                .any(|t| t == "*" || opaque(t) == tag)
+        })
 }
 
 #[utoipa::path(get, path = "/api/v1/qr", tag = "qr", params(QrQuery),
@@ -181,11 +204,12 @@ async fn qr(
         .await?
         .ok_or(ApiError::NotFound("link"))?;
     let view = link.view(state.base());
-    let json = wants_json(&req);
+    let json = wants_json(&req, opts.format.content_type());
     let tag = etag(&view.short_url, &opts);
     if !json && matches_etag(&req, &tag) {
         return Ok(HttpResponse::NotModified()
             .insert_header((header::ETAG, tag))
+            .insert_header((header::VARY, "Accept"))
             .insert_header((header::CACHE_CONTROL, CACHE_CONTROL))
             .finish());
     }
@@ -206,6 +230,8 @@ async fn qr(
     Ok(HttpResponse::Ok()
         .insert_header((header::CONTENT_TYPE, HeaderValue::from_static(content_type)))
         .insert_header((header::ETAG, tag))
+        // The same URL answers JSON to a client that asks for it: a cache keeps them apart.
+        .insert_header((header::VARY, "Accept"))
         // Overrides the API scope's `no-store`: images may be cached.
         .insert_header((header::CACHE_CONTROL, CACHE_CONTROL))
         .body(image))

@@ -59,6 +59,7 @@ proptest! {
             Err(QrError::MarginOutOfRange { .. }) => prop_assert!(margin > MAX_MARGIN),
             Err(QrError::DataTooLong { len }) => prop_assert!(len == text.len() && len > 1000),
             Err(QrError::TooSmall { modules, .. }) => prop_assert!(modules > size),
+            Err(QrError::SameColours) => prop_assert_eq!(fg, bg),
             Err(e @ QrError::Encode(_)) => prop_assert!(false, "{e}"),
         }
     }
