@@ -174,6 +174,28 @@ pub struct Group {
     unique_visitors: u64,
 }
 
+// The handler writes each shape itself; these two name them for the OpenAPI document.
+/// What `data` holds, by `groupBy`: the totals, or a list of time series buckets or breakdown
+/// entries (told apart by `start` and `key`).
+#[derive(Serialize, ToSchema)]
+#[serde(untagged)]
+pub enum AnalyticsData {
+    /// `groupBy=count`.
+    Totals(Totals),
+    /// `groupBy=timeseries` or a breakdown.
+    Entries(Vec<AnalyticsEntry>),
+}
+
+/// One entry of a time series or of a breakdown.
+#[derive(Serialize, ToSchema)]
+#[serde(untagged)]
+pub enum AnalyticsEntry {
+    /// A bucket of a time series.
+    Bucket(Bucket),
+    /// An entry of a breakdown.
+    Group(Group),
+}
+
 impl From<Tally> for Group {
     fn from(t: Tally) -> Self {
         Group {
@@ -326,7 +348,7 @@ async fn events(
 
 #[utoipa::path(get, path = "/api/v1/analytics", tag = "analytics", params(AnalyticsQuery, Selection),
     responses(
-        (status = 200, description = "`groupBy=count`: `{clicks, uniqueVisitors}`; `timeseries`: one entry per bucket, oldest first, empty ones included; a breakdown: most clicks first.", body = Envelope<Totals>),
+        (status = 200, description = "`groupBy=count`: `{clicks, uniqueVisitors}`; `timeseries`: one entry per bucket, oldest first, empty ones included; a breakdown: most clicks first.", body = Envelope<AnalyticsData>),
         (status = 404, description = "`NOT_FOUND`: `linkId` is not one of the workspace's links.", body = ErrorEnvelope),
     ))]
 async fn analytics(
@@ -424,7 +446,8 @@ async fn series(
 
 #[utoipa::path(get, path = "/api/v1/analytics/export", tag = "analytics", params(ExportQuery, Selection),
     responses(
-        (status = 200, description = "One row per click event, oldest first, streamed: CSV (RFC 4180, with a header row) or NDJSON. Columns: timestamp, linkId, shortCode, country, city, device, browser, os, referrer, referrerUrl.", content_type = "text/csv"),
+        (status = 200, description = "One row per click event, oldest first, streamed: CSV (RFC 4180, with a header row) or NDJSON. Columns: timestamp, linkId, shortCode, country, city, device, browser, os, referrer, referrerUrl.",
+            content((String = "text/csv"), (String = "application/x-ndjson"))),
         (status = 404, description = "`NOT_FOUND`: `linkId` is not one of the workspace's links.", body = ErrorEnvelope),
     ))]
 async fn export(

@@ -170,12 +170,19 @@ pub(crate) fn matches_etag(req: &HttpRequest, tag: &str) -> bool {
         })
 }
 
+// Names the PNG's bytes for the OpenAPI document (a `Vec<u8>` would be an array of numbers).
+/// A PNG image.
+#[derive(ToSchema)]
+#[schema(value_type = String, format = Binary)]
+#[expect(dead_code, reason = "a schema only")]
+struct PngBytes(Vec<u8>);
+
 #[utoipa::path(get, path = "/api/v1/qr", tag = "qr", params(QrQuery),
     responses(
         (status = 200, description = "The QR code of the link's shortUrl, with `ETag` and `Cache-Control`.",
             content(
                 (String = "image/svg+xml"),
-                (Vec<u8> = "image/png"),
+                (PngBytes = "image/png"),
                 (Envelope<QrView> = "application/json"),
             )),
         (status = 304, description = "Not modified (`If-None-Match` matched the `ETag`)."),
