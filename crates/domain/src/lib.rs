@@ -2,6 +2,7 @@
 
 mod api_key;
 mod base_url;
+mod client;
 mod destination;
 mod event;
 mod ids;
@@ -17,6 +18,7 @@ mod workspace;
 
 pub use api_key::{ApiKey, ApiKeyHash, ApiKeySecret};
 pub use base_url::{BaseUrl, BaseUrlError};
+pub use client::attempt_source;
 pub use destination::{Destination, DestinationError, MAX_DESTINATION_LEN};
 pub use event::{ClickInfo, Event, EventData, EventKind, UnknownEventKind, Visit};
 pub use ids::{ApiKeyId, IdError, LinkId, MessageId, WebhookId, WorkspaceId};

@@ -9,7 +9,7 @@ use actix_web::http::header;
 use actix_web::web::Data;
 use actix_web::{FromRequest, HttpMessage, HttpRequest};
 use futures_util::future::LocalBoxFuture;
-use shortlink_domain::{ApiKeyHash, ApiKeyId, ApiKeySecret, Workspace};
+use shortlink_domain::{ApiKeyHash, ApiKeyId, ApiKeySecret, Workspace, attempt_source};
 use shortlink_storage::AuthenticatedKey;
 
 use crate::error::ApiError;
@@ -64,7 +64,7 @@ impl FromRequest for Authenticated {
                 .app_data::<Data<AppState>>()
                 .ok_or_else(|| ApiError::Internal("application state missing".into()))?
                 .clone();
-            let addr = crate::client::client_address(&state, &req);
+            let addr = attempt_source(crate::client::client_address(&state, &req));
             if let Some(retry_after) = state.auth_failures.blocked_for(addr) {
                 return Err(ApiError::RateLimited { retry_after });
             }

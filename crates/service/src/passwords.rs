@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use argon2::password_hash::rand_core::OsRng;
 use argon2::password_hash::{PasswordHasher, PasswordVerifier, SaltString};
 use argon2::{Argon2, PasswordHash as Phc};
-use shortlink_domain::{Password, PasswordHash};
+use shortlink_domain::{Password, PasswordHash, attempt_source};
 use shortlink_storage::CounterKey;
 
 use crate::ServiceError;
@@ -112,9 +112,8 @@ impl Budget {
 
     /// The budgets an attempt at `link` from `address` counts against.
     fn of(link: CounterKey, address: Option<IpAddr>) -> impl Iterator<Item = Budget> {
-        [Some(Budget::Link(link)), address.map(Budget::Address)]
-            .into_iter()
-            .flatten()
+        let address = address.map(|a| Budget::Address(attempt_source(a)));
+        [Some(Budget::Link(link)), address].into_iter().flatten()
     }
 }
 

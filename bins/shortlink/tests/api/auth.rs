@@ -141,3 +141,25 @@ async fn too_many_failed_authentications_from_one_address_are_429_even_with_a_va
     // The redirect needs no key and keeps working for that address.
     assert_eq!(app.visit(&code).await.status(), 302);
 }
+
+/// An IPv6 client's failures count against its /64: rotating through the addresses one
+/// subscriber is given gains no guesses. Another /64 is not affected.
+#[tokio::test]
+async fn failed_authentications_from_one_ipv6_64_share_a_budget() {
+    let app = crate::helpers::spawn_behind_a_proxy(None)
+        .await
+        .expect("a SQLite server");
+    let url = app.url("/api/v1/links");
+    let from = |client: String| {
+        app.client
+            .get(&url)
+            .header("X-Forwarded-For", client)
+            .bearer_auth("sk_guess")
+    };
+    for i in 1..=20 {
+        assert_unauthorized(send(from(format!("2001:db8:1:2::{i:x}"))).await).await;
+    }
+    let res = send(from("2001:db8:1:2:ffff::1".to_owned())).await;
+    assert_eq!(res.status(), 429, "the 21st failure from the same /64");
+    assert_unauthorized(send(from("2001:db8:1:3::1".to_owned())).await).await;
+}
