@@ -145,22 +145,27 @@ fn current(counts: &Counts, budget: Budget, now: Instant) -> Option<(u32, Instan
 }
 
 impl WrongAttempts {
-    /// Takes one attempt from the budgets of `link` and `address`; `false`, taking nothing,
-    /// when either is spent.
-    pub(crate) fn take(&self, link: CounterKey, address: Option<IpAddr>) -> bool {
+    /// Takes one attempt from the budgets of `link` and `address`; when either is spent, takes
+    /// nothing and returns how long until the last spent one's window ends.
+    pub(crate) fn take(&self, link: CounterKey, address: Option<IpAddr>) -> Result<(), Duration> {
         let now = Instant::now();
         let mut counts = self.counts.lock().unwrap_or_else(PoisonError::into_inner);
-        let spent = Budget::of(link, address).any(|budget| {
-            current(&counts, budget, now).is_some_and(|(count, _)| count >= budget.limit())
-        });
-        if spent {
-            return false;
+        let spent = (Budget::of(link, address))
+            .filter_map(|budget| match current(&counts, budget, now) {
+                Some((count, since)) if count >= budget.limit() => {
+                    Some(ATTEMPT_WINDOW.saturating_sub(now.duration_since(since)))
+                }
+                _ => None,
+            })
+            .max();
+        if let Some(wait) = spent {
+            return Err(wait);
         }
         for budget in Budget::of(link, address) {
             let (count, since) = current(&counts, budget, now).unwrap_or((0, now));
             counts.insert(budget, (count + 1, since));
         }
-        true
+        Ok(())
     }
 
     /// Gives back an attempt [`take`](Self::take) took, whose password was right.
@@ -194,25 +199,22 @@ mod tests {
         let (link, other) = (CounterKey(1), CounterKey(2));
         let (me, you): (IpAddr, IpAddr) =
             ("192.0.2.1".parse().unwrap(), "192.0.2.2".parse().unwrap());
+        let taken = |link, address| attempts.take(link, address).is_ok();
         // A right password's attempt is given back.
-        assert!(attempts.take(link, Some(me)));
+        assert!(taken(link, Some(me)));
         attempts.give_back(link, Some(me));
         for _ in 0..ATTEMPTS_PER_ADDRESS {
-            assert!(attempts.take(link, Some(me)));
+            assert!(taken(link, Some(me)));
         }
-        assert!(!attempts.take(link, Some(me)));
-        assert!(
-            !attempts.take(other, Some(me)),
-            "the address's budget is spent"
-        );
-        assert!(attempts.take(link, Some(you)));
+        let wait = attempts.take(link, Some(me)).unwrap_err();
+        assert!(wait <= ATTEMPT_WINDOW && wait > ATTEMPT_WINDOW - Duration::from_secs(60));
+        assert!(!taken(other, Some(me)), "the address's budget is spent");
+        assert!(taken(link, Some(you)));
         for _ in ATTEMPTS_PER_ADDRESS + 1..ATTEMPTS_PER_LINK {
-            assert!(attempts.take(link, None));
+            assert!(taken(link, None));
         }
-        assert!(
-            !attempts.take(link, Some("192.0.2.3".parse().unwrap())),
-            "the link's budget is spent"
-        );
-        assert!(attempts.take(other, Some(you)), "a refusal takes nothing");
+        let stranger = "192.0.2.3".parse().unwrap();
+        assert!(!taken(link, Some(stranger)), "the link's budget is spent");
+        assert!(taken(other, Some(you)), "a refusal takes nothing");
     }
 }

@@ -52,8 +52,8 @@ pub enum Unlock {
     Right,
     /// Wrong; counted against the link's and the address's budgets.
     Wrong,
-    /// A budget is spent: not even checked.
-    TooMany,
+    /// A budget is spent: not even checked. Try again after this long.
+    TooMany(std::time::Duration),
     /// The link is expired: it asks for no password (the redirect answers its expiry).
     Expired,
 }
@@ -140,8 +140,8 @@ impl Service {
             return Ok(Unlock::Expired);
         }
         let attempts = self.wrong_attempts();
-        if !attempts.take(link.counter, address) {
-            return Ok(Unlock::TooMany);
+        if let Err(wait) = attempts.take(link.counter, address) {
+            return Ok(Unlock::TooMany(wait));
         }
         if passwords::verify(hash, attempt).await {
             attempts.give_back(link.counter, address);

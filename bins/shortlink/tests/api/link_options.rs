@@ -379,7 +379,11 @@ async fn passwords_unlock_count_the_click_and_have_a_budget(app: TestApp) {
     }
     let res = unlock(&app, "locked", LONDON, "open sesame").await;
     assert_eq!(res.status(), 429);
-    assert!(header(res.headers(), "retry-after").is_some());
+    // What is left of the ten minutes since the address's first wrong password.
+    let retry: u64 = header(res.headers(), "retry-after")
+        .and_then(|s| s.parse().ok())
+        .expect("Retry-After in seconds");
+    assert!((540..=600).contains(&retry), "{retry}");
     assert_eq!(
         unlock(&app, "also-locked", LONDON, "open sesame")
             .await

@@ -15,7 +15,7 @@ use futures_util::StreamExt;
 use html_escape::{encode_double_quoted_attribute as attr, encode_text as text};
 use sha2::{Digest, Sha256};
 use shortlink_domain::{RedirectRules, RedirectType, Timestamp, Visit};
-use shortlink_service::{ATTEMPT_WINDOW, Route, Unlock, Visitor};
+use shortlink_service::{Route, Unlock, Visitor};
 use shortlink_storage::RedirectTarget;
 
 use super::redirect::{agent, header_text};
@@ -69,12 +69,14 @@ pub(crate) async fn follow_rules(
                     Some("That password is not right."),
                 ));
             }
-            Unlock::TooMany => {
+            Unlock::TooMany(wait) => {
                 let mut page = password_page(
                     StatusCode::TOO_MANY_REQUESTS,
                     Some("Too many wrong passwords. Try again later."),
                 );
-                let retry = header::HeaderValue::from(ATTEMPT_WINDOW.as_secs());
+                // Whole seconds, rounded up: a client that waits that long finds the window over.
+                let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+                let retry = header::HeaderValue::from(seconds.max(1));
                 page.headers_mut().insert(header::RETRY_AFTER, retry);
                 return Ok(page);
             }
