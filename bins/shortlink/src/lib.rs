@@ -33,6 +33,9 @@ pub struct Application {
     service: Service,
     first_run_key: Option<String>,
     metrics_server: Option<Server>,
+    /// SIGTERM, SIGINT and SIGQUIT, listened for from before the server accepts its first
+    /// connection: one arriving in between would otherwise end the process on the spot.
+    signals: Option<StopSignals>,
 }
 
 impl Application {
@@ -116,6 +119,7 @@ impl Application {
         let access_log = shortlink_http::middleware::AccessLog {
             redirects_at_info: config.log_redirects,
         };
+        let signals = StopSignals::listen();
         let mut server = HttpServer::new(move || {
             let state = state.clone();
             let metrics = metrics.clone();
@@ -130,8 +134,7 @@ impl Application {
                 .configure(|cfg| shortlink_http::configure(cfg, state))
         })
         .shutdown_timeout(SHUTDOWN_TIMEOUT.as_secs())
-        // actix stops at once on SIGINT, cutting requests in flight; `run_until_stopped`
-        // stops gracefully on it, as on SIGTERM.
+        // `StopSignals` instead.
         .disable_signals();
         if let Some(workers) = config.workers {
             server = server.workers(workers);
@@ -145,6 +148,7 @@ impl Application {
             service,
             first_run_key,
             metrics_server,
+            signals,
         })
     }
 
@@ -183,7 +187,7 @@ impl Application {
             })
         };
 
-        let signals = stop_on_signals(self.server.handle());
+        let signals = (self.signals).map(|signals| signals.stop(self.server.handle()));
         let metrics = self.metrics_server.map(|server| {
             let handle = server.handle();
             tokio::spawn(server);
@@ -271,32 +275,56 @@ pub fn first_run_banner(key: &str, base_url: &BaseUrl) -> String {
     )
 }
 
-/// Stops `server` gracefully on SIGTERM or SIGINT (Ctrl-C): requests in flight finish, and
-/// then pending clicks are written. SIGQUIT stops it without waiting for requests in flight.
-/// Listens until the task returned is aborted.
-fn stop_on_signals(server: ServerHandle) -> Option<tokio::task::JoinHandle<()>> {
-    #[cfg(not(unix))]
-    return None;
+/// The signals that stop the server: SIGTERM and SIGINT (Ctrl-C) gracefully (requests in flight
+/// finish, then pending clicks are written), SIGQUIT without waiting for requests in flight.
+/// actix's own handling is off: it stops at once on SIGINT, cutting requests in flight.
+struct StopSignals {
     #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        let (Ok(mut term), Ok(mut int), Ok(mut quit)) = (
-            signal(SignalKind::terminate()),
-            signal(SignalKind::interrupt()),
-            signal(SignalKind::quit()),
-        ) else {
-            tracing::warn!("cannot listen for SIGTERM, SIGINT and SIGQUIT");
-            return None;
-        };
-        Some(tokio::spawn(async move {
-            let (name, graceful) = tokio::select! {
-                _ = term.recv() => ("SIGTERM", true),
-                _ = int.recv() => ("SIGINT", true),
-                _ = quit.recv() => ("SIGQUIT", false),
-            };
-            tracing::info!(graceful, "{name} received; stopping");
-            server.stop(graceful).await;
-        }))
+    streams: [tokio::signal::unix::Signal; 3],
+}
+
+impl StopSignals {
+    /// Starts listening (the signals' default action, ending the process, no longer applies).
+    fn listen() -> Option<Self> {
+        #[cfg(not(unix))]
+        return None;
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            let kinds = [
+                SignalKind::terminate(),
+                SignalKind::interrupt(),
+                SignalKind::quit(),
+            ];
+            match kinds.map(signal) {
+                [Ok(term), Ok(int), Ok(quit)] => Some(Self {
+                    streams: [term, int, quit],
+                }),
+                _ => {
+                    tracing::warn!(
+                        "cannot listen for SIGTERM, SIGINT and SIGQUIT: they end the process at once"
+                    );
+                    None
+                }
+            }
+        }
+    }
+
+    /// Stops `server` on the first of them; the task ends when aborted.
+    fn stop(self, server: ServerHandle) -> tokio::task::JoinHandle<()> {
+        tokio::spawn(async move {
+            #[cfg(unix)]
+            {
+                let [mut term, mut int, mut quit] = self.streams;
+                let (name, graceful) = tokio::select! {
+                    _ = term.recv() => ("SIGTERM", true),
+                    _ = int.recv() => ("SIGINT", true),
+                    _ = quit.recv() => ("SIGQUIT", false),
+                };
+                tracing::info!(graceful, "{name} received; stopping");
+                server.stop(graceful).await;
+            }
+        })
     }
 }
 
