@@ -187,7 +187,9 @@ impl Application {
             })
         };
 
-        let signals = (self.signals).map(|signals| signals.stop(self.server.handle()));
+        let signals = self
+            .signals
+            .map(|signals| signals.stop(self.server.handle()));
         let metrics = self.metrics_server.map(|server| {
             let handle = server.handle();
             tokio::spawn(server);

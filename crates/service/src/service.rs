@@ -428,7 +428,10 @@ impl Service {
     /// the first attempt).
     fn drain_deadline(&self) -> tokio::time::Instant {
         let timeout = self.inner.settings.click_drain_timeout;
-        *(self.inner.drain_deadline).get_or_init(|| tokio::time::Instant::now() + timeout)
+        *self
+            .inner
+            .drain_deadline
+            .get_or_init(|| tokio::time::Instant::now() + timeout)
     }
 
     /// Stops for good, once nothing records clicks or creates links any more (after
@@ -438,7 +441,8 @@ impl Service {
     pub async fn shutdown(&self) -> Result<(), ServiceError> {
         let inner = &self.inner;
         let base = &inner.settings.base_url;
-        let written = (inner.clicks)
+        let written = inner
+            .clicks
             .drain(&inner.store, base, &inner.wake, self.drain_deadline())
             .await;
         if let Err(e) = inner.store.shutdown().await {
