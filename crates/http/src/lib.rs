@@ -9,6 +9,7 @@ pub mod head_limits;
 pub mod idempotency;
 pub mod metrics;
 pub mod middleware;
+mod negotiation;
 pub mod openapi;
 pub mod ratelimit;
 pub mod routes;

@@ -244,6 +244,19 @@ async fn an_expired_link_answers_410_or_its_expired_url(app: TestApp) {
     )
     .await;
     assert_error(res, 410, "LINK_EXPIRED").await;
+    // `Accept` as RFC 9110 reads it: a type in any case, q=0 for "not acceptable".
+    let json = send(
+        app.client
+            .get(app.url("/sale"))
+            .header("Accept", "APPLICATION/JSON"),
+    )
+    .await;
+    assert_error(json, 410, "LINK_EXPIRED").await;
+    for accept in ["application/json;q=0", "text/html, application/json"] {
+        let res = send(app.client.get(app.url("/sale")).header("Accept", accept)).await;
+        assert_eq!(res.status(), 410, "{accept}");
+        assert_strict_page(&res);
+    }
 
     let with_fallback = json!({"expiredUrl": "https://example.com/next-sale"});
     assert_ok(app.patch_json("/links/sale", &with_fallback).await).await;

@@ -11,7 +11,7 @@ use actix_web::web::{self, Bytes, Data};
 use actix_web::{HttpRequest, HttpResponse, HttpResponseBuilder};
 use shortlink_dashboard::Asset;
 
-use crate::routes::qr::matches_etag;
+use crate::negotiation::matches_etag;
 use crate::state::AppState;
 
 /// No inline script or style, nothing from elsewhere; images may be data or blob URLs (the QR

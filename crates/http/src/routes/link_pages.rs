@@ -7,7 +7,9 @@
 
 use std::sync::LazyLock;
 
+use actix_web::http::header::Quality;
 use actix_web::http::{Method, StatusCode, header};
+use actix_web::mime::Mime;
 use actix_web::web::{BytesMut, Payload};
 use actix_web::{HttpRequest, HttpResponse, HttpResponseBuilder};
 use base64::Engine;
@@ -21,6 +23,7 @@ use shortlink_storage::RedirectTarget;
 use super::redirect::{agent, header_text};
 use crate::client::client_address;
 use crate::error::ApiError;
+use crate::negotiation::{accepted, is_json};
 use crate::state::AppState;
 
 /// The pages' one style.
@@ -134,14 +137,11 @@ fn redirect(status: StatusCode, to: &str) -> HttpResponse {
         .finish()
 }
 
-/// Whether the client asked for JSON rather than a page.
+/// Whether the client asked for JSON rather than a page: `application/json` acceptable and
+/// `text/html` not (a browser accepts both, through `*/*`, and gets the page).
 fn wants_json(req: &HttpRequest) -> bool {
-    let accept = req
-        .headers()
-        .get(header::ACCEPT)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default();
-    accept.contains("application/json") && !accept.contains("text/html")
+    let html = |m: &Mime| m.essence_str() == "text/html";
+    accepted(req, is_json) > Quality::ZERO && accepted(req, html) == Quality::ZERO
 }
 
 /// The `password` field of the form's body (`application/x-www-form-urlencoded`).

@@ -1,7 +1,7 @@
 //! `GET /api/v1/qr`: a link's QR code as SVG or PNG (or, with `Accept: application/json`, the
 //! Link with the image as a data URI).
 
-use actix_web::http::header::{self, HeaderValue};
+use actix_web::http::header::{self, HeaderValue, Quality};
 use actix_web::web::Data;
 use actix_web::{HttpRequest, HttpResponse, web};
 use base64::Engine;
@@ -15,6 +15,7 @@ use crate::auth::Authenticated;
 use crate::envelope::{Envelope, ok};
 use crate::error::ApiError;
 use crate::extract::QueryParams;
+use crate::negotiation::{accepted, is_json, matches_etag};
 use crate::state::AppState;
 
 /// A short URL never changes, so neither does its image for the same options; private because
@@ -132,42 +133,15 @@ fn etag(text: &str, o: &Options) -> String {
 }
 
 /// Whether the client's `Accept` prefers JSON to the image of type `image`: `application/json`
-/// acceptable (q above 0) and ranked no lower than that type or `image/*`. An `*/*` beside it
-/// still means JSON, as `application/json, */*` from most HTTP libraries does.
+/// acceptable and ranked no lower than that type or `image/*`. An `*/*` beside it still means
+/// JSON, as `application/json, */*` from most HTTP libraries does.
 fn wants_json(req: &HttpRequest, image: &str) -> bool {
-    use actix_web::http::header::{Accept, Header, Quality};
-    use actix_web::mime::{self, Mime};
-    let Ok(accept) = Accept::parse(req) else {
-        return false;
-    };
-    let best = |acceptable: &dyn Fn(&Mime) -> bool| {
-        (accept.iter().filter(|i| acceptable(&i.item)))
-            .map(|i| i.quality)
-            .max()
-            .unwrap_or(Quality::ZERO)
-    };
-    let json = best(&|m| m.essence_str() == "application/json");
-    let picture = best(&|m| {
+    use actix_web::mime;
+    let json = accepted(req, is_json);
+    let picture = accepted(req, |m| {
         m.type_() == mime::IMAGE && (m.subtype() == mime::STAR || m.essence_str() == image)
     });
     json > Quality::ZERO && json >= picture
-}
-
-/// Whether `If-None-Match` names `tag`, by the weak comparison RFC 9110 prescribes for it: a
-/// proxy that compresses may have weakened the tag (`W/"…"`).
-pub(crate) fn matches_etag(req: &HttpRequest, tag: &str) -> bool {
-    fn opaque(t: &str) -> &str {
-        t.strip_prefix("W/").unwrap_or(t)
-    }
-    let tag = opaque(tag);
-    req.headers()
-        .get(header::IF_NONE_MATCH)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| {
-            v.split(',')
-                .map(|t| t.trim())
-                .any(|t| t == "*" || opaque(t) == tag)
-        })
 }
 
 // Names the PNG's bytes for the OpenAPI document (a `Vec<u8>` would be an array of numbers).
