@@ -40,21 +40,42 @@ where
         .map_err(|e| StorageError::Unavailable(e.to_string()))
 }
 
-/// PostgreSQL's one pool, for reads and writes.
-pub(crate) fn postgres(url: &str, size: usize) -> Result<PgPool, StorageError> {
+/// PostgreSQL's one pool, for reads and writes. Its connections are made on `runtime` (the
+/// store's) when there is one, whichever runtime asks for them: a connection is driven by a task
+/// of the runtime that makes it, and an HTTP worker's runtime ends when the server stops, while
+/// the stop's last writes still use the pool (a call in flight on such a connection failed with
+/// "connection closed").
+pub(crate) fn postgres(
+    url: &str,
+    size: usize,
+    runtime: Option<tokio::runtime::Handle>,
+) -> Result<PgPool, StorageError> {
     let mut config = ManagerConfig::default();
-    config.custom_setup = Box::new(|url| {
-        async move {
-            let mut conn = AsyncPgConnection::establish(url).await?;
-            conn.batch_execute(PG_SETUP)
-                .await
-                .map_err(diesel::ConnectionError::CouldntSetupConfiguration)?;
-            Ok(conn)
+    config.custom_setup = Box::new(move |url| {
+        let connect = connect_postgres(url.to_owned());
+        match &runtime {
+            Some(runtime) => {
+                let made = runtime.spawn(connect);
+                async move {
+                    made.await
+                        .map_err(|e| diesel::ConnectionError::BadConnection(e.to_string()))?
+                }
+                .boxed()
+            }
+            None => connect.boxed(),
         }
-        .boxed()
     });
     build(
         AsyncDieselConnectionManager::new_with_config(url, config),
         size,
     )
+}
+
+/// A connection to `url`, set up.
+async fn connect_postgres(url: String) -> diesel::ConnectionResult<AsyncPgConnection> {
+    let mut conn = AsyncPgConnection::establish(&url).await?;
+    conn.batch_execute(PG_SETUP)
+        .await
+        .map_err(diesel::ConnectionError::CouldntSetupConfiguration)?;
+    Ok(conn)
 }

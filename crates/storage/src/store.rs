@@ -63,7 +63,8 @@ enum Backend {
 pub struct Store {
     backend: Backend,
     url: String,
-    /// The runtime SQLite queries run on; see [`Store::detached`].
+    /// The runtime SQLite queries run on (see [`Store::detached`]) and PostgreSQL connections are
+    /// made on (see `pool::postgres`).
     runtime: Option<tokio::runtime::Handle>,
 }
 
@@ -189,15 +190,16 @@ impl Store {
     /// every step a store needs before use; this alone is for a tool that migrates on its own
     /// command ([`Store::migrate`]).
     pub fn connect(url: &str, options: PoolOptions) -> Result<Self, StorageError> {
+        let runtime = tokio::runtime::Handle::try_current().ok();
         let backend = if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-            Backend::Postgres(pool::postgres(url, options.max_connections.max(2))?)
+            let size = options.max_connections.max(2);
+            Backend::Postgres(pool::postgres(url, size, runtime.clone())?)
         } else if let Some(path) = sqlite_path(url) {
             let readers = options.max_connections.clamp(1, 8);
             Backend::Sqlite(Arc::new(Sqlite::open(path, readers)?))
         } else {
             return Err(StorageError::UnsupportedUrl(url.to_owned()));
         };
-        let runtime = tokio::runtime::Handle::try_current().ok();
         Ok(Self {
             backend,
             url: url.to_owned(),

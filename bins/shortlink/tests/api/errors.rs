@@ -8,7 +8,8 @@ use shortlink_http::ApiError;
 use shortlink_storage::testing::TestDatabase;
 
 use crate::helpers::{
-    RawResponse, Setup, TestApp, assert_error, assert_invalid, assert_ok, header, send, text,
+    DEADLINE, RawResponse, Setup, TestApp, assert_error, assert_invalid, assert_ok, header, send,
+    text,
 };
 
 #[tokio::test]
@@ -456,6 +457,41 @@ async fn oversized_uris_and_headers_answer_the_envelope() {
     assert!(res.body.contains("VALIDATION_FAILED"), "{res:?}");
 }
 
+/// Heads HTTP/1.1 refuses are refused, and the connection closed: framed both by
+/// `Transfer-Encoding` and `Content-Length` (a proxy in front that read the other framing would
+/// see another request in the body: the one after it is not answered), or without `Host`.
+#[tokio::test]
+async fn ambiguous_framing_and_a_missing_host_are_400_and_close() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let app = TestApp::spawn().await;
+    let smuggled = "0\r\n\r\nGET /healthz HTTP/1.1\r\nHost: x\r\n\r\n";
+    let head = format!(
+        "POST /api/v1/links HTTP/1.1\r\nContent-Length: {}\r\nTransfer-Encoding: chunked",
+        smuggled.len()
+    );
+    let res = app.raw(&head, smuggled.as_bytes()).await;
+    assert_eq!(res.status, 400, "{res:?}");
+    assert!(
+        !res.body.contains("HTTP/1.1"),
+        "the second request answered: {res:?}"
+    );
+
+    let mut stream = tokio::net::TcpStream::connect(&app.domain)
+        .await
+        .expect("connect");
+    stream
+        .write_all(b"GET /healthz HTTP/1.1\r\n\r\n")
+        .await
+        .expect("write");
+    let mut answer = String::new();
+    tokio::time::timeout(DEADLINE, stream.read_to_string(&mut answer))
+        .await
+        .expect("answered and closed in time")
+        .expect("read");
+    assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+}
+
 /// Sent by hand: the server answers as soon as it knows the body is too large and stops
 /// reading, which an HTTP client still busy writing may report as a broken pipe instead of the
 /// answer.
@@ -481,6 +517,9 @@ async fn bodies_over_one_mebibyte_are_413() {
     // Streamed without a length: too large once the 1 MiB + 1st byte arrives.
     let mut chunked = format!("{:x}\r\n", limit + 1).into_bytes();
     chunked.extend(std::iter::repeat_n(b' ', limit + 1));
+    // Ended: the server reads a refused body to its end before it closes (so that the client,
+    // still writing, reads the answer instead of a reset).
+    chunked.extend(b"\r\n0\r\n\r\n");
     let head = format!(
         "POST /api/v1/links HTTP/1.1\r\nAuthorization: Bearer {}\r\n\
          Content-Type: application/json\r\nTransfer-Encoding: chunked",

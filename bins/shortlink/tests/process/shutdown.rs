@@ -1,4 +1,5 @@
-//! A graceful stop (SIGTERM, SIGINT) writes every counted click before the process exits.
+//! A graceful stop (SIGTERM, SIGINT) finishes the requests in flight and writes every counted click
+//! before the process exits.
 
 use std::time::Duration;
 
@@ -63,4 +64,99 @@ async fn sigterm_writes_every_pending_click_before_exiting() {
 #[tokio::test]
 async fn sigint_writes_every_pending_click_before_exiting() {
     no_click_is_lost_on("INT").await;
+}
+
+/// A connection to `server` that it has answered once, so that it holds it (one still in the
+/// listen queue at a stop is refused, as by any server).
+async fn held_connection(server: &Server) -> (tokio::net::TcpStream, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let address = server.url("").trim_start_matches("http://").to_owned();
+    let mut conn = tokio::net::TcpStream::connect(&address)
+        .await
+        .expect("connect");
+    conn.write_all(format!("GET /healthz HTTP/1.1\r\nHost: {address}\r\n\r\n").as_bytes())
+        .await
+        .expect("write");
+    let mut answer = Vec::new();
+    while !String::from_utf8_lossy(&answer).contains("\"ok\"") {
+        let mut chunk = [0; 1024];
+        let n = conn.read(&mut chunk).await.expect("read");
+        assert!(n > 0, "answered: {}", String::from_utf8_lossy(&answer));
+        answer.extend_from_slice(&chunk[..n]);
+    }
+    (conn, address)
+}
+
+/// A creation whose body is still arriving when `signal` comes finishes: the stop waits for it,
+/// and the link exists afterwards.
+async fn a_request_in_flight_finishes_on(signal: &str) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let db = TestDatabase::sqlite();
+    let mut server = Server::start(&db.url, &[]).await;
+    let key = server.first_run_key().await;
+    let (mut conn, address) = held_connection(&server).await;
+    let body = r#"{"destination":"https://example.com/in-flight","customSlug":"in-flight"}"#;
+    let (first, rest) = body.split_at(20);
+    let head = format!(
+        "POST /api/v1/links HTTP/1.1\r\nHost: {address}\r\nAuthorization: Bearer {key}\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{first}",
+        body.len()
+    );
+    conn.write_all(head.as_bytes()).await.expect("write");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    server.signal(signal);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    conn.write_all(rest.as_bytes())
+        .await
+        .expect("write the rest");
+    // The answer closes the connection: the server is stopping.
+    let mut answer = String::new();
+    conn.read_to_string(&mut answer).await.expect("read");
+    let (status, stderr) = server.wait_exit(Duration::from_secs(20)).await;
+    assert!(
+        answer.starts_with("HTTP/1.1 200"),
+        "{answer}\nstderr:\n{stderr}"
+    );
+    assert!(answer.contains("connection: close"), "{answer}");
+    assert_eq!(status.code(), Some(0), "stderr:\n{stderr}");
+    let (_, json) = answer.split_once("\r\n\r\n").expect("a head and a body");
+    let created: serde_json::Value = serde_json::from_str(json).expect("a JSON body");
+    let id = created["data"]["id"].as_str().expect("the link's id");
+    assert_eq!(
+        stored_clicks(&db.store().await, id).await,
+        0,
+        "and it is stored"
+    );
+}
+
+#[tokio::test]
+async fn sigterm_lets_a_request_in_flight_finish() {
+    a_request_in_flight_finishes_on("TERM").await;
+}
+
+#[tokio::test]
+async fn sigint_lets_a_request_in_flight_finish() {
+    a_request_in_flight_finishes_on("INT").await;
+}
+
+/// A stopping server closes its idle keep-alive connections at once, so that a load balancer's
+/// pooled connection takes its next request to another instance rather than here (a request in
+/// flight is answered with `Connection: close`, above).
+#[tokio::test]
+async fn a_stopping_server_closes_its_idle_keep_alive_connections() {
+    use tokio::io::AsyncReadExt;
+
+    let db = TestDatabase::sqlite();
+    let mut server = Server::start(&db.url, &[]).await;
+    let (mut conn, _) = held_connection(&server).await;
+    server.signal("TERM");
+    let mut rest = Vec::new();
+    // Sooner than its keep-alive timeout (5 s) would close it.
+    let closed = tokio::time::timeout(Duration::from_secs(3), conn.read_to_end(&mut rest)).await;
+    assert!(matches!(closed, Ok(Ok(0))), "closed: {closed:?}");
+
+    let (status, stderr) = server.wait_exit(Duration::from_secs(20)).await;
+    assert_eq!(status.code(), Some(0), "stderr:\n{stderr}");
 }

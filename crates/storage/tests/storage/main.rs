@@ -13,6 +13,7 @@ mod migrations;
 mod partitions;
 mod redirect_index;
 mod rollups;
+mod runtimes;
 mod workspaces;
 
 use std::time::Duration;
