@@ -204,16 +204,24 @@ impl Cli {
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
     let command = cli.command.unwrap_or(Command::Serve);
     if let Command::Serve = command {
-        return serve(cli.database_url, cli.serve).await;
+        return serve(cli.database_url, cli.serve, cli.log_format).await;
     }
     let store = Store::connect(&cli.database_url, PoolOptions { max_connections: 2 })?;
-    store
+    let applied = store
         .migrate()
         .await
         .context("could not prepare the database")?;
     match command {
         Command::Serve => unreachable!("handled above"),
-        Command::Migrate => println!("migrations are up to date"),
+        Command::Migrate => {
+            // A database a newer build migrated has nothing pending here, but is not up to date
+            // for this build: its `/readyz` would say so.
+            store
+                .check_ready()
+                .await
+                .context("the database is not one this build serves")?;
+            println!("applied {applied} migrations; the schema is up to date");
+        }
         Command::Workspace(WorkspaceCommand::Create { name, rate_limit }) => {
             println!(
                 "{}",
@@ -271,7 +279,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn serve(database_url: String, args: ServeArgs) -> anyhow::Result<()> {
+async fn serve(database_url: String, args: ServeArgs, log_format: LogFormat) -> anyhow::Result<()> {
     let config = Config {
         listen: args.listen,
         base_url: args.base_url,
@@ -293,10 +301,19 @@ async fn serve(database_url: String, args: ServeArgs) -> anyhow::Result<()> {
     };
     let app = Application::build(config).await?;
     if let Some(key) = app.first_run_key() {
-        eprintln!(
-            "{}",
-            shortlink_server::first_run_banner(key, app.base_url())
-        );
+        match log_format {
+            LogFormat::Text => eprintln!(
+                "{}",
+                shortlink_server::first_run_banner(key, app.base_url())
+            ),
+            // A log pipeline reading JSON gets one object, not a framed block of text.
+            LogFormat::Json => tracing::warn!(
+                workspace = "default",
+                api_key = key,
+                "first run: created workspace 'default' and this API key; it is shown only this \
+                 once, keep it"
+            ),
+        }
     }
     tracing::info!(
         port = app.port(),

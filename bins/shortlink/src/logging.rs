@@ -29,6 +29,7 @@ const QUIET_DISPATCHER: &str = "actix_http::h1::dispatcher=off";
 pub struct Logging {
     writer: WorkerGuard,
     dropped: ErrorCounter,
+    format: LogFormat,
 }
 
 impl Logging {
@@ -57,6 +58,23 @@ impl Logging {
         Self {
             writer: guard,
             dropped,
+            format,
+        }
+    }
+
+    /// Writes every queued line, then the error that ends the process, last: `error: …` on one
+    /// line in text (the whole chain of causes, joined; no backtrace), an ERROR object in JSON,
+    /// so that a log pipeline reading JSON gets the reason too.
+    pub fn fail(self, error: &anyhow::Error) {
+        match self.format {
+            LogFormat::Json => {
+                tracing::error!(error = format!("{error:#}"), "exiting on an error");
+                self.finish();
+            }
+            LogFormat::Text => {
+                self.finish();
+                eprintln!("error: {error:#}");
+            }
         }
     }
 

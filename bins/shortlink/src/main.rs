@@ -13,19 +13,17 @@ fn main() -> ExitCode {
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => {
-            logging.finish();
-            eprintln!("error: could not start the runtime: {e}");
+            logging.fail(&anyhow::Error::new(e).context("could not start the runtime"));
             return ExitCode::FAILURE;
         }
     };
-    let result = runtime.block_on(cli::run(cli));
-    // Every log line out before the last words, so they stay last.
-    logging.finish();
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
+    match runtime.block_on(cli::run(cli)) {
+        Ok(()) => {
+            logging.finish();
+            ExitCode::SUCCESS
+        }
         Err(e) => {
-            // One line, no backtrace: the whole chain of causes, joined.
-            eprintln!("error: {e:#}");
+            logging.fail(&e);
             ExitCode::FAILURE
         }
     }

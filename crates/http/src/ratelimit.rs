@@ -41,6 +41,9 @@ pub type DecisionFuture<'a> = Pin<Box<dyn Future<Output = Decision> + Send + 'a>
 /// its budget.
 pub type FailureFuture<'a> = Pin<Box<dyn Future<Output = Option<u64>> + Send + 'a>>;
 
+/// Whether limits are shared: `None` when they never are.
+pub type SharingFuture<'a> = Pin<Box<dyn Future<Output = Option<bool>> + Send + 'a>>;
+
 /// Admits or refuses one request of a workspace under its plan, and counts failed
 /// authentications per client address.
 pub trait RateLimiter: Send + Sync + 'static {
@@ -54,10 +57,10 @@ pub trait RateLimiter: Send + Sync + 'static {
         Box::pin(std::future::ready(guard.record_failure(addr)))
     }
 
-    /// Whether the limits are shared with other instances right now: `None` when they never
-    /// are (this limiter is the instance's own).
-    fn sharing(&self) -> Option<bool> {
-        None
+    /// Whether the limits are shared with other instances right now (asking may reach the
+    /// shared store): `None` when they never are (this limiter is the instance's own).
+    fn sharing(&self) -> SharingFuture<'_> {
+        Box::pin(std::future::ready(None))
     }
 }
 

@@ -279,7 +279,11 @@ impl Store {
     pub async fn migrate(&self) -> Result<usize, StorageError> {
         match &self.backend {
             Backend::Postgres(_) => migrate::postgres(self.url.clone()).await,
-            Backend::Sqlite(sqlite) => migrate::sqlite(sqlite.path().to_owned()).await,
+            Backend::Sqlite(sqlite) => {
+                let applied = migrate::sqlite(sqlite.path().to_owned()).await?;
+                sqlite.remember_file();
+                Ok(applied)
+            }
         }
     }
 
@@ -291,8 +295,12 @@ impl Store {
 
     /// Succeeds when the database answers and its newest applied migration is the newest this
     /// build embeds (a readiness probe: a database recreated empty, or one migrated by a newer
-    /// build, is not one this server can serve).
+    /// build, is not one this server can serve), and, on SQLite, when its path still names the
+    /// file migrated (not deleted or replaced under the server).
     pub async fn check_ready(&self) -> Result<(), StorageError> {
+        if let Backend::Sqlite(sqlite) = &self.backend {
+            sqlite.check_file()?;
+        }
         let found = self
             .detached(|s| async move { dispatch!(s, read, schema_version()) })
             .await?;

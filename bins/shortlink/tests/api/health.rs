@@ -60,6 +60,28 @@ async fn an_unopenable_sqlite_file_is_503_until_it_is_back() {
     assert_ok(app.get("/links").await).await;
 }
 
+/// A SQLite file deleted under the server: its connections would go on writing into the deleted
+/// file, lost at the next start, so it is not ready (the API itself goes on serving).
+#[tokio::test]
+async fn a_sqlite_file_deleted_under_the_server_is_not_ready() {
+    let app = TestApp::spawn_with(TestDatabase::sqlite(), Setup::default()).await;
+    assert_ok(send(app.client.get(app.url("/readyz"))).await).await;
+    let path = app
+        .db
+        .url
+        .strip_prefix("sqlite://")
+        .expect("a SQLite test database")
+        .to_owned();
+    std::fs::remove_file(&path).expect("the database file is deleted");
+
+    let ready = send(app.client.get(app.url("/readyz"))).await;
+    assert_error(ready, 503, "SERVICE_UNAVAILABLE").await;
+    // A new, empty file in its place is not the server's either.
+    std::fs::write(&path, b"").expect("an empty file takes its place");
+    let ready = send(app.client.get(app.url("/readyz"))).await;
+    assert_error(ready, 503, "SERVICE_UNAVAILABLE").await;
+}
+
 async fn postgres_admin(sql: &str) {
     let url = std::env::var(TEST_POSTGRES_URL).expect("only run with PostgreSQL configured");
     let mut conn = AsyncPgConnection::establish(&url)

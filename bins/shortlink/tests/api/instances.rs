@@ -227,6 +227,11 @@ async fn with_redis_a_workspace_rate_holds_across_instances_and_survives_redis_g
     // Redis goes away: requests are still served, each server limiting on its own, and /readyz
     // (still 200) says so.
     redis.stop();
+    // `/readyz` asks Redis itself: the second server, asked nothing since, knows it too.
+    assert_eq!(
+        rate_limits(&second).await,
+        "per instance (Redis does not answer)"
+    );
     tokio::time::sleep(Duration::from_millis(1100)).await;
     assert_eq!(ask(&first).await.status(), 200);
     assert_eq!(
@@ -234,10 +239,9 @@ async fn with_redis_a_workspace_rate_holds_across_instances_and_survives_redis_g
         "per instance (Redis does not answer)"
     );
 
-    // It comes back: sharing resumes by itself.
+    // It comes back: sharing resumes by itself, and `/readyz` finds it without a request.
     redis.run();
     let resumed = poll(Duration::from_secs(10), async || {
-        let _ = ask(&second).await;
         (rate_limits(&second).await == "shared").then_some(())
     })
     .await;

@@ -179,6 +179,19 @@ fn migrate_twice_succeeds() {
     cli(&db.url, &["migrate"]).success();
 }
 
+/// A database a newer build migrated has nothing for this build to apply, but this build does not
+/// serve it: `migrate` says so and fails instead of calling it up to date.
+#[tokio::test]
+async fn migrate_on_a_newer_builds_schema_fails_naming_both_versions() {
+    let db = TestDatabase::sqlite();
+    cli(&db.url, &["migrate"]).success();
+    db.execute("INSERT INTO __diesel_schema_migrations (version) VALUES ('99990101000000')")
+        .await;
+    let message = cli(&db.url, &["migrate"]).one_line_error().to_owned();
+    assert!(message.contains("99990101000000"), "{message}");
+    assert!(message.contains("expects"), "{message}");
+}
+
 #[test]
 fn the_database_url_is_read_from_the_environment() {
     let db = TestDatabase::sqlite();

@@ -1,6 +1,6 @@
 //! Logging as users run it (no `RUST_LOG`): an access line per API request carrying the request
-//! id, redirects at `debug` unless `--log-redirects`, JSON lines, and a stderr nobody reads that
-//! never holds up a request.
+//! id, redirects at `debug` unless `--log-redirects`, JSON lines from the first to the last, and a
+//! stderr nobody reads that never holds up a request.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, ChildStderr, Command, Stdio};
@@ -10,7 +10,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use shortlink_storage::testing::TestDatabase;
 
-use crate::helpers::{BIN, cli, client, eventually};
+use crate::helpers::{BIN, Server, cli, client, eventually, is_api_key, run_with_env};
 
 /// A server started as a user starts it: no `RUST_LOG`, stderr a pipe the caller decides about.
 struct LoggingServer {
@@ -254,4 +254,49 @@ async fn a_stderr_nobody_reads_never_holds_up_redirects() {
     .await
     .expect("4000 redirects with a stalled stderr finish")
     .expect("every task succeeded");
+}
+
+/// Every stderr line as JSON, or a panic naming the one that is not.
+fn json_lines(stderr: &str) -> Vec<Value> {
+    stderr
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect()
+}
+
+/// With JSON logs, what a log pipeline reads stays JSON from the first line to the last: the
+/// first-run key is one object, and so is the error a server exits on.
+#[tokio::test]
+async fn json_format_keeps_the_first_run_key_and_a_fatal_error_in_json() {
+    let db = TestDatabase::sqlite();
+    let json_logs = ["--log-format".to_owned(), "json".to_owned()];
+    let mut server = Server::start(&db.url, &json_logs).await;
+    let key = server.first_run_key().await;
+    assert!(is_api_key(&key), "{key}");
+    server.signal("TERM");
+    let (status, stderr) = server.wait_exit(Duration::from_secs(15)).await;
+    assert!(status.success(), "{status}: {stderr}");
+    let lines = json_lines(&stderr);
+    let banner = lines
+        .iter()
+        .find(|l| l["fields"]["api_key"] == key.as_str())
+        .unwrap_or_else(|| panic!("no object holds the key:\n{stderr}"));
+    assert_eq!(banner["level"], "WARN", "{banner}");
+
+    let failed = run_with_env(
+        &[
+            "serve",
+            "--database-url",
+            &db.url,
+            "--listen",
+            "not-an-address",
+        ],
+        &[("SHORTLINK_LOG_FORMAT", "json")],
+    );
+    assert_eq!(failed.status.code(), Some(1), "{}", failed.stderr);
+    let lines = json_lines(&failed.stderr);
+    let last = lines.last().expect("a line");
+    assert_eq!(last["level"], "ERROR", "{last}");
+    let error = last["fields"]["error"].as_str().unwrap_or_default();
+    assert!(error.contains("not-an-address"), "{last}");
 }

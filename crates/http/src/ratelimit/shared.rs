@@ -10,6 +10,7 @@
 //! is over the budget too and blocks it there. So the instances together allow the budget, not
 //! the budget each.
 
+use std::future::Future;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -20,6 +21,7 @@ use tokio::sync::OnceCell;
 
 use super::{
     AuthFailureGuard, Decision, DecisionFuture, FailureFuture, LocalRateLimiter, RateLimiter,
+    SharingFuture,
 };
 
 /// GCRA with a burst of one window's rate. KEYS[1]: the limited key; ARGV[1]: its rate per
@@ -52,6 +54,8 @@ const RETRY_AFTER: Duration = Duration::from_secs(1);
 pub struct RedisRateLimiter {
     client: redis::Client,
     connection: OnceCell<ConnectionManager>,
+    /// The runtime the connection is made on (the one the limiter was made on).
+    runtime: Option<tokio::runtime::Handle>,
     script: redis::Script,
     local: LocalRateLimiter,
     since: Instant,
@@ -62,11 +66,13 @@ pub struct RedisRateLimiter {
 }
 
 impl RedisRateLimiter {
-    /// A limiter on the Redis at `url`; it connects on first use and reconnects by itself.
+    /// A limiter on the Redis at `url`; it connects on first use and reconnects by itself. Made
+    /// on a runtime, it connects on that runtime.
     pub fn new(url: &str) -> Result<Self, redis::RedisError> {
         Ok(Self {
             client: redis::Client::open(url)?,
             connection: OnceCell::new(),
+            runtime: tokio::runtime::Handle::try_current().ok(),
             script: redis::Script::new(GCRA),
             local: LocalRateLimiter::default(),
             since: Instant::now(),
@@ -86,6 +92,25 @@ impl RedisRateLimiter {
         u64::try_from(self.since.elapsed().as_millis()).unwrap_or(u64::MAX)
     }
 
+    /// The connection, made on first use (it reconnects by itself) on the runtime that made the
+    /// limiter: a connection is driven by a task of the runtime that makes it, and one made by
+    /// the first request would be an HTTP worker's, through which every other worker's checks
+    /// would then pass.
+    async fn connection(&self) -> Result<ConnectionManager, String> {
+        let connect = self.connection.get_or_try_init(|| async {
+            let manager = ConnectionManager::new(self.client.clone());
+            match &self.runtime {
+                Some(runtime) => runtime.spawn(manager).await.map_err(|e| e.to_string())?,
+                None => manager.await,
+            }
+            .map_err(|e| e.to_string())
+        });
+        Ok(tokio::time::timeout(ANSWER_WITHIN, connect)
+            .await
+            .map_err(|_| "no connection in time".to_owned())??
+            .clone())
+    }
+
     /// Runs the GCRA on `key`, `rate` per `window`, in Redis.
     async fn shared_decision(
         &self,
@@ -93,14 +118,7 @@ impl RedisRateLimiter {
         rate: u32,
         window: Duration,
     ) -> Result<Decision, String> {
-        let connect = self
-            .connection
-            .get_or_try_init(|| ConnectionManager::new(self.client.clone()));
-        let mut connection = tokio::time::timeout(ANSWER_WITHIN, connect)
-            .await
-            .map_err(|_| "no connection in time".to_owned())?
-            .map_err(|e| e.to_string())?
-            .clone();
+        let mut connection = self.connection().await?;
         let mut invocation = self.script.key(key);
         invocation.arg(rate).arg(window.as_millis() as u64);
         let run = invocation.invoke_async(&mut connection);
@@ -123,16 +141,27 @@ impl RedisRateLimiter {
         })
     }
 
-    /// The shared decision, unless Redis was found not to answer within the last
+    /// Whether Redis answers a `PING` in time.
+    async fn ping(&self) -> Result<(), String> {
+        let mut connection = self.connection().await?;
+        let command = redis::cmd("PING");
+        let ping = command.query_async::<()>(&mut connection);
+        tokio::time::timeout(ANSWER_WITHIN, ping)
+            .await
+            .map_err(|_| "no answer in time".to_owned())?
+            .map_err(|e| e.to_string())
+    }
+
+    /// What `call` to Redis answers, unless Redis was found not to answer within the last
     /// [`RETRY_AFTER`] or does not answer now (`None`: decide on this instance).
-    async fn shared(&self, key: String, rate: u32, window: Duration) -> Option<Decision> {
+    async fn reach<T>(&self, call: impl Future<Output = Result<T, String>>) -> Option<T> {
         if self.now() < self.skip_until.load(Ordering::Relaxed) {
             return None;
         }
-        match self.shared_decision(key, rate, window).await {
-            Ok(decision) => {
+        match call.await {
+            Ok(answer) => {
                 self.note(true, None);
-                Some(decision)
+                Some(answer)
             }
             Err(why) => {
                 let until = self.now() + RETRY_AFTER.as_millis() as u64;
@@ -160,10 +189,8 @@ impl RateLimiter for RedisRateLimiter {
     fn check(&self, workspace: WorkspaceId, rate: RateLimit) -> DecisionFuture<'_> {
         Box::pin(async move {
             let key = format!("shortlink:ratelimit:{workspace}");
-            match self
-                .shared(key, rate.per_second(), Duration::from_secs(1))
-                .await
-            {
+            let decision = self.shared_decision(key, rate.per_second(), Duration::from_secs(1));
+            match self.reach(decision).await {
                 Some(decision) => decision,
                 None => self.local.check(workspace, rate).await,
             }
@@ -174,7 +201,10 @@ impl RateLimiter for RedisRateLimiter {
         Box::pin(async move {
             let key = format!("shortlink:authfailures:{addr}");
             let minute = Duration::from_secs(60);
-            match self.shared(key, guard.per_minute(), minute).await {
+            match self
+                .reach(self.shared_decision(key, guard.per_minute(), minute))
+                .await
+            {
                 Some(decision) if decision.allowed => None,
                 Some(decision) => {
                     Some(guard.block(addr, Duration::from_secs(decision.retry_after)))
@@ -184,7 +214,12 @@ impl RateLimiter for RedisRateLimiter {
         })
     }
 
-    fn sharing(&self) -> Option<bool> {
-        Some(self.shared.load(Ordering::Relaxed))
+    /// Asks Redis (a readiness probe should not report what the last request found: before the
+    /// first, nothing had been found), unless it was found not to answer within the last second.
+    fn sharing(&self) -> SharingFuture<'_> {
+        Box::pin(async move {
+            self.reach(self.ping()).await;
+            Some(self.shared.load(Ordering::Relaxed))
+        })
     }
 }

@@ -25,7 +25,7 @@ async fn readyz(state: Data<AppState>) -> Result<HttpResponse, ApiError> {
         ApiError::Unavailable
     })?;
     // Redis is not the source of truth: without it the instance serves, limiting on its own.
-    let rate_limits = match state.rate_limiter.sharing() {
+    let rate_limits = match state.rate_limiter.sharing().await {
         None => "per instance",
         Some(true) => "shared",
         Some(false) => "per instance (Redis does not answer)",

@@ -12,12 +12,14 @@
 //! - `redirect_index`: every link's redirect target in memory, for the file's one server.
 //! - `reader`: the redirect's lookup on the calling thread, on a connection of that thread's own.
 //! - `checkpoint`: WAL checkpoints on a thread of their own.
+//! - `file_identity`: whether the path still names the file the store migrated.
 //!
 //! Nothing here is seen outside the crate: `Store` calls [`Sqlite`], and the queries written once
 //! reach it through [`Hooks`](crate::hooks::Hooks) and [`Creation`].
 
 mod checkpoint;
 mod click_journal;
+mod file_identity;
 mod pool;
 mod reader;
 mod recent_codes;
@@ -65,6 +67,8 @@ pub(crate) mod queries;
 pub(crate) struct Sqlite {
     /// The file.
     path: Arc<str>,
+    /// The file the path named once migrated.
+    opened: file_identity::OpenedFile,
     readers: SqlitePool,
     /// A pool of exactly one: taken only as a [`Writer`].
     writer: SqlitePool,
@@ -90,6 +94,7 @@ impl Sqlite {
             .map_err(|e| StorageError::Unavailable(e.to_string()))?;
         Ok(Self {
             path: path.into(),
+            opened: file_identity::OpenedFile::default(),
             readers,
             writer,
             index: Arc::new(RedirectIndex::empty()),
@@ -104,6 +109,17 @@ impl Sqlite {
     /// The file's path.
     pub(crate) fn path(&self) -> &str {
         &self.path
+    }
+
+    /// Remembers the file the path names, once migrated: [`Sqlite::check_file`] compares.
+    pub(crate) fn remember_file(&self) {
+        self.opened.remember(&self.path);
+    }
+
+    /// Fails when the path no longer names the file remembered: deleted or replaced under the
+    /// server.
+    pub(crate) fn check_file(&self) -> Result<(), StorageError> {
+        self.opened.check(&self.path)
     }
 
     /// The reader connections.
