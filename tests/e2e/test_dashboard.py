@@ -715,3 +715,13 @@ def test_import_with_option_columns(dashboard, tmp_path):
     created = dashboard.server.api("GET", "/links/e2e-o1")[1]["data"]
     assert created["tags"] == ["a", "b"] and created["archived"] is True
     assert dashboard.server.api("GET", "/links/e2e-o3")[0] == 404
+
+
+def test_the_api_docs_page_shows_the_operations_under_its_policy(dashboard):
+    # The fixture fails the test on any console error, a Content-Security-Policy violation first.
+    page = dashboard.page
+    response = page.goto(f"{dashboard.server.base}/docs")
+    policy = response.headers["content-security-policy"]
+    assert "frame-ancestors 'none'" in policy and "script-src 'self'" in policy, policy
+    expect(page.get_by_text("/api/v1/links/bulk").first).to_be_visible()
+    expect(page.locator(".opblock").first).to_be_visible()

@@ -1,5 +1,8 @@
 //! The public address short links are built on (`--base-url`).
 
+use std::borrow::Cow;
+use std::net::Ipv6Addr;
+
 use url::Url;
 
 use crate::Slug;
@@ -48,7 +51,7 @@ impl BaseUrl {
         Ok(Self {
             origin,
             scheme_len: url.scheme().len() + 3,
-            host: comparable_host(url.host_str().unwrap_or_default()).to_owned(),
+            host: comparable_host(url.host_str().unwrap_or_default()).into_owned(),
         })
     }
 
@@ -82,10 +85,19 @@ impl BaseUrl {
 }
 
 /// `host` without trailing dots: `sho.rt.` is the fully qualified form of `sho.rt`, the same
-/// server. Case and IDN forms need nothing here, as the WHATWG parser already lower-cases and
-/// punycodes the hosts of http(s) URLs.
-fn comparable_host(host: &str) -> &str {
-    host.trim_end_matches('.')
+/// server; an IPv4-mapped IPv6 address (`[::ffff:127.0.0.1]`) as the IPv4 address it maps, which
+/// a dual-stack client reaches. Case, IDN and IPv4 forms (`0x7f.1`, `2130706433`) need nothing
+/// here, as the WHATWG parser already lower-cases, punycodes and writes IPv4 addresses dotted.
+fn comparable_host(host: &str) -> Cow<'_, str> {
+    let mapped = host
+        .strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .and_then(|h| h.parse::<Ipv6Addr>().ok())
+        .and_then(|ip| ip.to_ipv4_mapped());
+    match mapped {
+        Some(ipv4) => Cow::Owned(ipv4.to_string()),
+        None => Cow::Borrowed(host.trim_end_matches('.')),
+    }
 }
 
 #[cfg(test)]

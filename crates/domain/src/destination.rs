@@ -227,6 +227,20 @@ mod tests {
             );
         }
         assert!(Destination::parse("http://sho.rt.example/x", &b).is_ok());
+        let ip = BaseUrl::parse("http://127.0.0.1:8080").unwrap();
+        for s in [
+            "http://[::ffff:127.0.0.1]:8080/x",
+            "http://[::FFFF:7f00:1]/x",
+            "http://0x7f.1/x",
+            "http://2130706433/x",
+        ] {
+            assert_eq!(
+                Destination::parse(s, &ip),
+                Err(DestinationError::Loop),
+                "{s}"
+            );
+        }
+        assert!(Destination::parse("http://[::1]/x", &ip).is_ok());
         let idn = BaseUrl::parse("https://bücher.example").unwrap();
         for s in [
             "https://BÜCHER.example/x",

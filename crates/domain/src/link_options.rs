@@ -46,12 +46,15 @@ pub enum OptionError {
     /// `expiresAt` not an RFC 3339 instant.
     #[error("expiresAt must be an RFC 3339 date-time, such as 2030-01-01T00:00:00Z")]
     ExpiresAt,
-    /// `title` empty, too long or with control characters.
-    #[error("title must be 1 to {MAX_TITLE_LEN} characters, without control characters")]
-    Title,
-    /// `description` empty, too long or with control characters.
+    /// `title` blank, too long or with control characters.
     #[error(
-        "description must be 1 to {MAX_DESCRIPTION_LEN} characters, without control characters"
+        "title must be 1 to {MAX_TITLE_LEN} characters, not all spaces, without control characters"
+    )]
+    Title,
+    /// `description` blank, too long or with control characters.
+    #[error(
+        "description must be 1 to {MAX_DESCRIPTION_LEN} characters, not all spaces, without \
+         control characters"
     )]
     Description,
     /// `password` empty or too long.
@@ -240,11 +243,13 @@ impl Preview {
     }
 }
 
-/// `s`, when it has 1 to `max` characters and no control characters (but line breaks, where
-/// `line_breaks` allows them). An empty one would be shown as an empty preview; `null` clears it.
+/// `s`, when it has 1 to `max` characters, not all of them spaces, and no control characters (but
+/// line breaks, where `line_breaks` allows them). A blank one would be shown as an empty preview;
+/// `null` clears it.
 fn text(s: &str, max: usize, line_breaks: bool) -> Option<String> {
     let allowed = |c: char| !c.is_control() || (line_breaks && matches!(c, '\n' | '\r'));
-    (!s.is_empty() && s.chars().count() <= max && s.chars().all(allowed)).then(|| s.to_owned())
+    let blank = s.chars().all(char::is_whitespace);
+    (!blank && s.chars().count() <= max && s.chars().all(allowed)).then(|| s.to_owned())
 }
 
 /// A password as a client sent it, checked for length; hashed before it is stored.
@@ -535,7 +540,11 @@ mod tests {
         assert!(Preview::title(&"t".repeat(MAX_TITLE_LEN)).is_ok());
         assert!(Preview::title(&"t".repeat(MAX_TITLE_LEN + 1)).is_err());
         assert!(Preview::title("a\u{7}").is_err());
+        assert!(Preview::title("").is_err());
+        assert!(Preview::title(" \u{3000} ").is_err(), "blank");
+        assert!(Preview::title(" a ").is_ok());
         assert!(Preview::description("two\nlines").is_ok());
+        assert!(Preview::description(" \n\r\n ").is_err(), "blank");
         assert!(Password::parse("").is_err());
         assert!(Password::parse(&"p".repeat(MAX_PASSWORD_LEN)).is_ok());
         assert_eq!(

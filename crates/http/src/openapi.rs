@@ -268,10 +268,12 @@ pub fn document(base: &BaseUrl) -> Value {
     // The rules of the option fields that utoipa's attributes cannot state (domain's
     // `link_options.rs` has them): no control characters, tags without surrounding spaces,
     // two-letter countries, the four redirect statuses, URLs as destinations are.
-    const NO_CONTROL: &str = "^[^\\u0000-\\u001F\\u007F-\\u009F]*$";
-    const NO_CONTROL_BUT_LINES: &str =
-        "^[^\\u0000-\\u0009\\u000B\\u000C\\u000E-\\u001F\\u007F-\\u009F]*$";
-    const TAG: &str = "^[^\\s\\u0000-\\u001F\\u007F-\\u009F](?:[^\\u0000-\\u001F\\u007F-\\u009F]*[^\\s\\u0000-\\u001F\\u007F-\\u009F])?$";
+    const CONTROL: &str = "\\u0000-\\u001F\\u007F-\\u009F";
+    const CONTROL_BUT_LINES: &str = "\\u0000-\\u0009\\u000B\\u000C\\u000E-\\u001F\\u007F-\\u009F";
+    let no_control = format!("^[^{CONTROL}]*$");
+    // Not blank: one character that is neither a space nor a control character.
+    let visible = |excluded: &str| format!("^[^{excluded}]*[^\\s{CONTROL}][^{excluded}]*$");
+    let tag = format!("^[^\\s{CONTROL}](?:[^{CONTROL}]*[^\\s{CONTROL}])?$");
     for schema in ["CreateLinkRequest", "UpdateLinkRequest"] {
         let props = &mut doc["components"]["schemas"][schema]["properties"];
         for url in ["destination", "expiredUrl", "ios", "android", "image"] {
@@ -285,15 +287,15 @@ pub fn document(base: &BaseUrl) -> Value {
         });
         props["redirectType"]["enum"] = json!([301, 302, 307, 308, null]);
         props["tags"]["items"] =
-            json!({ "type": "string", "minLength": 1, "maxLength": 50, "pattern": TAG });
-        props["title"]["pattern"] = json!(NO_CONTROL);
-        props["description"]["pattern"] = json!(NO_CONTROL_BUT_LINES);
+            json!({ "type": "string", "minLength": 1, "maxLength": 50, "pattern": tag });
+        props["title"]["pattern"] = json!(visible(CONTROL));
+        props["description"]["pattern"] = json!(visible(CONTROL_BUT_LINES));
     }
     if let Some(params) = doc["paths"]["/api/v1/links"]["get"]["parameters"].as_array_mut() {
         for param in params.iter_mut() {
             match param["name"].as_str() {
-                Some("tag") => param["schema"]["pattern"] = json!(TAG),
-                Some("search") => param["schema"]["pattern"] = json!(NO_CONTROL),
+                Some("tag") => param["schema"]["pattern"] = json!(tag),
+                Some("search") => param["schema"]["pattern"] = json!(no_control),
                 _ => {}
             }
         }
@@ -332,7 +334,14 @@ pub fn configure_document(cfg: &mut web::ServiceConfig) {
 pub fn configure_page(cfg: &mut web::ServiceConfig) {
     cfg.route(
         "/docs",
-        crate::get().to(|| async { asset("text/html; charset=utf-8", PAGE.as_bytes()) }),
+        crate::get().to(|| async {
+            let mut page = asset("text/html; charset=utf-8", PAGE.as_bytes());
+            page.headers_mut().insert(
+                header::CONTENT_SECURITY_POLICY,
+                header::HeaderValue::from_static(PAGE_POLICY),
+            );
+            page
+        }),
     )
     .route(
         "/docs/swagger-ui.css",
@@ -341,8 +350,18 @@ pub fn configure_page(cfg: &mut web::ServiceConfig) {
     .route(
         "/docs/swagger-ui-bundle.js",
         crate::get().to(|| async { asset("text/javascript; charset=utf-8", JS) }),
+    )
+    .route(
+        "/docs/init.js",
+        crate::get().to(|| async { asset("text/javascript; charset=utf-8", INIT.as_bytes()) }),
     );
 }
+
+/// The page's Content-Security-Policy: its own scripts only (the page starts Swagger UI from a
+/// file, not inline), styles of its own and those Swagger UI sets on its elements, no framing.
+const PAGE_POLICY: &str = "default-src 'self'; script-src 'self'; style-src 'self' \
+    'unsafe-inline'; img-src 'self' data:; base-uri 'none'; form-action 'none'; \
+    frame-ancestors 'none'";
 
 async fn serve_document(state: web::Data<AppState>) -> HttpResponse {
     HttpResponse::Ok().json(document(state.base()))
@@ -361,22 +380,23 @@ const PAGE: &str = r##"<!doctype html>
 <body>
   <div id="swagger-ui"></div>
   <script src="/docs/swagger-ui-bundle.js"></script>
-  <script>
-    window.ui = SwaggerUIBundle({
-      url: "/api/v1/openapi.json",
-      dom_id: "#swagger-ui",
-      validatorUrl: null,
-      deepLinking: true,
-    });
-  </script>
+  <script src="/docs/init.js"></script>
 </body>
 </html>
+"##;
+const INIT: &str = r##"window.ui = SwaggerUIBundle({
+  url: "/api/v1/openapi.json",
+  dom_id: "#swagger-ui",
+  validatorUrl: null,
+  deepLinking: true,
+});
 "##;
 
 fn asset(content_type: &'static str, body: &'static [u8]) -> HttpResponse {
     HttpResponse::Ok()
         .insert_header((header::CONTENT_TYPE, content_type))
         .insert_header((header::CACHE_CONTROL, "public, max-age=3600"))
+        .insert_header((header::X_CONTENT_TYPE_OPTIONS, "nosniff"))
         .body(body)
 }
 

@@ -20,13 +20,13 @@ use url::{Host, Url};
 /// A target refused because of where it points.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum GuardError {
-    /// The name resolved only to non-public addresses (loopback, private, link-local, …).
-    #[error("refused: {host} resolves only to non-public addresses ({addresses})")]
+    /// The name resolved only to non-public addresses (loopback, private, link-local, …). Which
+    /// ones is not said: the message reaches the workspace's API clients, and what the server's
+    /// resolver answers for internal names is not theirs to map.
+    #[error("refused: {host} resolves only to non-public addresses")]
     OnlyPrivateAddresses {
         /// The name that was resolved.
         host: String,
-        /// What it resolved to.
-        addresses: String,
     },
     /// The URL names a non-public IP address directly.
     #[error("refused: {0} is not a public address")]
@@ -81,17 +81,13 @@ impl GuardedResolver {
         if self.allow_private {
             return Ok(resolved);
         }
-        let (public, private): (Vec<_>, Vec<_>) =
-            resolved.into_iter().partition(|a| is_public_ip(a.ip()));
+        let public: Vec<_> = resolved
+            .into_iter()
+            .filter(|a| is_public_ip(a.ip()))
+            .collect();
         if public.is_empty() {
-            let addresses = private
-                .iter()
-                .map(|a| a.ip().to_string())
-                .collect::<Vec<_>>()
-                .join(", ");
             return Err(GuardError::OnlyPrivateAddresses {
                 host: host.to_owned(),
-                addresses,
             });
         }
         Ok(public)
@@ -148,12 +144,11 @@ mod tests {
             err,
             GuardError::OnlyPrivateAddresses {
                 host: "rebind.example".into(),
-                addresses: "127.0.0.1, 169.254.169.254".into(),
             }
         );
         assert_eq!(
             err.to_string(),
-            "refused: rebind.example resolves only to non-public addresses (127.0.0.1, 169.254.169.254)"
+            "refused: rebind.example resolves only to non-public addresses"
         );
     }
 

@@ -176,6 +176,8 @@ async fn bad_options_are_refused_naming_the_field_and_change_nothing(app: TestAp
         (json!({"tags": "a"}), "tags"),
         (json!({"archived": "yes"}), "archived"),
         (json!({"title": "t".repeat(201)}), "title"),
+        (json!({"title": "   "}), "title"),
+        (json!({"description": "\n \n"}), "description"),
         (json!({"description": "d".repeat(1001)}), "description"),
         (json!({"image": "ftp://example.com/i.png"}), "image"),
         (json!({"customSlug": "api"}), "customSlug"),
@@ -236,6 +238,8 @@ async fn an_expired_link_answers_410_or_its_expired_url(app: TestApp) {
     let res = browse(&app, "sale", LONDON, DESKTOP).await;
     assert_eq!(res.status(), 410);
     assert_strict_page(&res);
+    // One of two answers by `Accept`, neither to be cached (a 410 may be by default).
+    assert_eq!(header(res.headers(), "vary"), Some("accept"));
     assert!(res.text().await.unwrap_or_default().contains("expired"));
     let res = send(
         app.client
@@ -243,6 +247,8 @@ async fn an_expired_link_answers_410_or_its_expired_url(app: TestApp) {
             .header("Accept", "application/json"),
     )
     .await;
+    assert_eq!(header(res.headers(), "vary"), Some("accept"));
+    assert_eq!(header(res.headers(), "cache-control"), Some("no-store"));
     assert_error(res, 410, "LINK_EXPIRED").await;
     // `Accept` as RFC 9110 reads it: a type in any case, q=0 for "not acceptable".
     let json = send(
@@ -382,6 +388,24 @@ async fn passwords_unlock_count_the_click_and_have_a_budget(app: TestApp) {
     assert_eq!(res.status(), 403);
     assert!(res.text().await.unwrap_or_default().contains("not right"));
 
+    // A post without a password is no attempt: answered, nothing spent (the ten below show it).
+    for body in ["", "password=", "name=x"] {
+        let request = app
+            .client
+            .post(app.url("/also-locked"))
+            .header("X-Forwarded-For", LONDON)
+            .header("Content-Type", "application/x-www-form-urlencoded")
+            .body(body);
+        let res = send(request).await;
+        assert_eq!(res.status(), 400, "{body:?}");
+        assert_strict_page(&res);
+    }
+    // A body declared past the form's bound is refused before it is read, not waited for.
+    let huge = "POST /also-locked HTTP/1.1\r\nContent-Type: application/x-www-form-urlencoded\r\n\
+                Content-Length: 1000000000000";
+    let res = app.raw(huge, b"password=").await;
+    assert_eq!(res.status, 413, "{res:?}");
+
     // One address's budget: ten wrong passwords (one spent above), then 429 even for the
     // right one, on any link; another address is not affected.
     for _ in 1..10 {
@@ -428,7 +452,10 @@ async fn passwords_unlock_count_the_click_and_have_a_budget(app: TestApp) {
     statuses.sort_unstable();
     assert_eq!(statuses, [[403; 10].as_slice(), &[429; 20]].concat());
 
-    // The form's POST is a method of a password-protected link only.
+    // The form's POST is a method of a password-protected link only; to an unknown code it is
+    // the missing link's page, as any method.
+    let res = send(app.client.post(app.url("/no-such-code"))).await;
+    assert_eq!(res.status(), 404);
     let res = send(app.client.put(app.url("/locked"))).await;
     assert_eq!(header(res.headers(), "allow"), Some("GET, HEAD, POST"));
     assert_error(res, 405, "METHOD_NOT_ALLOWED").await;

@@ -11,7 +11,7 @@ use actix_web::http::header::Quality;
 use actix_web::http::{Method, StatusCode, header};
 use actix_web::mime::Mime;
 use actix_web::web::{BytesMut, Payload};
-use actix_web::{HttpRequest, HttpResponse, HttpResponseBuilder};
+use actix_web::{HttpRequest, HttpResponse, HttpResponseBuilder, ResponseError};
 use base64::Engine;
 use futures_util::StreamExt;
 use html_escape::{encode_double_quoted_attribute as attr, encode_text as text};
@@ -57,7 +57,13 @@ pub(crate) async fn follow_rules(
     let post = req.method() == Method::POST;
     let mut unlocked = false;
     if post {
-        let attempt = password_of(state, payload).await?;
+        let Some(attempt) = password_of(state, req, payload).await? else {
+            // Not an attempt (a browser's form cannot send this: the field is required).
+            return Ok(password_page(
+                StatusCode::BAD_REQUEST,
+                Some("Enter the password."),
+            ));
+        };
         match state
             .service
             .unlock(link, rules, Some(address), attempt)
@@ -96,12 +102,25 @@ pub(crate) async fn follow_rules(
     };
     match state.service.route(link, rules, &visitor).await? {
         Route::Expired(Some(to)) => Ok(redirect(StatusCode::FOUND, to.as_str())),
-        Route::Expired(None) if wants_json(req) => Err(ApiError::LinkExpired),
-        Route::Expired(None) => Ok(page(
-            StatusCode::GONE,
-            "Link expired",
-            "<h1>Link expired</h1><p>This short link has expired.</p>",
-        )),
+        Route::Expired(None) => {
+            let mut gone = if wants_json(req) {
+                ApiError::LinkExpired.error_response()
+            } else {
+                page(
+                    StatusCode::GONE,
+                    "Link expired",
+                    "<h1>Link expired</h1><p>This short link has expired.</p>",
+                )
+            };
+            // A 410 may be cached by default; this one is either of two answers.
+            let headers = gone.headers_mut();
+            headers.insert(
+                header::CACHE_CONTROL,
+                header::HeaderValue::from_static("no-store"),
+            );
+            headers.insert(header::VARY, header::HeaderValue::from_static("accept"));
+            Ok(gone)
+        }
         Route::Password => Ok(password_page(StatusCode::OK, None)),
         Route::Preview => Ok(preview_page(rules, link.destination.as_str())),
         Route::Redirect {
@@ -144,8 +163,21 @@ fn wants_json(req: &HttpRequest) -> bool {
     accepted(req, is_json) > Quality::ZERO && accepted(req, html) == Quality::ZERO
 }
 
-/// The `password` field of the form's body (`application/x-www-form-urlencoded`).
-async fn password_of(state: &AppState, mut payload: Payload) -> Result<String, ApiError> {
+/// The `password` field of the form's body (`application/x-www-form-urlencoded`); `None` when
+/// it is missing or empty. A body declared larger than the form's bound is refused before it is
+/// read, rather than waited for.
+async fn password_of(
+    state: &AppState,
+    req: &HttpRequest,
+    mut payload: Payload,
+) -> Result<Option<String>, ApiError> {
+    let declared = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > MAX_FORM_BYTES as u64) {
+        return Err(ApiError::PayloadTooLarge);
+    }
     let read = async {
         let mut body = BytesMut::new();
         while let Some(chunk) = payload.next().await {
@@ -164,7 +196,7 @@ async fn password_of(state: &AppState, mut payload: Payload) -> Result<String, A
     Ok(form_urlencoded::parse(&body)
         .find(|(name, _)| name == "password")
         .map(|(_, value)| value.into_owned())
-        .unwrap_or_default())
+        .filter(|password| !password.is_empty()))
 }
 
 /// A page: `<head>` with `head` extra, `body` as given (already escaped).

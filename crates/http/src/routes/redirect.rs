@@ -54,8 +54,11 @@ pub async fn redirect(
     let Some(code) = single_segment(req.path()) else {
         return Ok(not_found_page());
     };
-    let target = state.service.resolve(&code).await?;
-    let rules = target.as_ref().and_then(|t| t.rules.as_ref());
+    // Whatever the method: an unknown code is not found.
+    let Some(target) = state.service.resolve(&code).await? else {
+        return Ok(not_found_page());
+    };
+    let rules = target.rules.as_ref();
     let password = rules.is_some_and(|r| r.password.is_some());
     let method = req.method();
     if method != Method::GET && method != Method::HEAD && !(method == Method::POST && password) {
@@ -66,12 +69,9 @@ pub async fn redirect(
         };
         return Err(ApiError::MethodNotAllowed { allow });
     }
-    if let (Some(target), Some(rules)) = (&target, rules) {
-        return super::link_pages::follow_rules(&state, &req, payload, target, rules).await;
+    if let Some(rules) = rules {
+        return super::link_pages::follow_rules(&state, &req, payload, &target, rules).await;
     }
-    let Some(target) = target else {
-        return Ok(not_found_page());
-    };
     if req.method() == Method::GET {
         let agent = agent(&req);
         if !agent.bot {

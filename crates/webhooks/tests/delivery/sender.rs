@@ -141,11 +141,10 @@ async fn a_name_resolving_to_loopback_is_refused_by_the_resolver() {
 
     let refused = sender(false).attempt(&c).await;
     let error = refused.outcome.error().unwrap();
-    assert!(
-        error.starts_with("refused: localhost resolves only to non-public addresses ("),
-        "{error}"
+    assert_eq!(
+        error, "refused: localhost resolves only to non-public addresses",
+        "which addresses is not said"
     );
-    assert!(error.contains("127.0.0.1"), "{error}");
     assert!(receiver.received().is_empty());
 
     let allowed = sender(true).attempt(&c).await;
