@@ -467,9 +467,9 @@ async fn passwords_unlock_count_the_click_and_have_a_budget(app: TestApp) {
     // An expired link checks no password, right or wrong: it answers its expiry.
     let expired = json!({"expiresAt": "2020-01-01T00:00:00Z"});
     assert_ok(app.patch_json("/links/locked", &expired).await).await;
-    for password in ["open sesame", "guess"] {
+    for password in ["open sesame", "guess", ""] {
         let res = unlock(&app, "locked", "192.0.2.8", password).await;
-        assert_eq!(res.status(), 410, "{password}");
+        assert_eq!(res.status(), 410, "{password:?}");
     }
 }
 

@@ -56,14 +56,14 @@ pub(crate) async fn follow_rules(
     let address = client_address(state, req);
     let post = req.method() == Method::POST;
     let mut unlocked = false;
-    if post {
-        let Some(attempt) = password_of(state, req, payload).await? else {
-            // Not an attempt (a browser's form cannot send this: the field is required).
-            return Ok(password_page(
-                StatusCode::BAD_REQUEST,
-                Some("Enter the password."),
-            ));
-        };
+    // A POST without a password is no attempt (a browser's form cannot send it: the field is
+    // required): the route below answers it, with the form again, or the link's expiry.
+    let attempt = match post {
+        true => password_of(state, req, payload).await?,
+        false => None,
+    };
+    let no_password = post && attempt.is_none();
+    if let Some(attempt) = attempt {
         match state
             .service
             .unlock(link, rules, Some(address), attempt)
@@ -121,6 +121,10 @@ pub(crate) async fn follow_rules(
             headers.insert(header::VARY, header::HeaderValue::from_static("accept"));
             Ok(gone)
         }
+        Route::Password if no_password => Ok(password_page(
+            StatusCode::BAD_REQUEST,
+            Some("Enter the password."),
+        )),
         Route::Password => Ok(password_page(StatusCode::OK, None)),
         Route::Preview => Ok(preview_page(rules, link.destination.as_str())),
         Route::Redirect {
