@@ -64,17 +64,15 @@ impl Logging {
 
     /// Writes every queued line, then the error that ends the process, last: `error: …` on one
     /// line in text (the whole chain of causes, joined; no backtrace), an ERROR object in JSON,
-    /// so that a log pipeline reading JSON gets the reason too.
+    /// so that a log pipeline reading JSON gets the reason too (in text after all when
+    /// `RUST_LOG` filters errors out: the reason is never lost).
     pub fn fail(self, error: &anyhow::Error) {
-        match self.format {
-            LogFormat::Json => {
-                tracing::error!(error = format!("{error:#}"), "exiting on an error");
-                self.finish();
-            }
-            LogFormat::Text => {
-                self.finish();
-                eprintln!("error: {error:#}");
-            }
+        if self.format == LogFormat::Json && tracing::enabled!(tracing::Level::ERROR) {
+            tracing::error!(error = format!("{error:#}"), "exiting on an error");
+            self.finish();
+        } else {
+            self.finish();
+            eprintln!("error: {error:#}");
         }
     }
 
