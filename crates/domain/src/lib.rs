@@ -12,6 +12,7 @@ mod link_options;
 mod openapi;
 mod ports;
 mod slug;
+mod throttled_log;
 mod timestamp;
 mod webhook;
 mod workspace;
@@ -30,6 +31,7 @@ pub use link_options::{
 };
 pub use ports::{AttemptRecord, ClaimedDelivery, DeliveryQueue, NextStep};
 pub use slug::{GENERATED_SLUG_LEN, MAX_SLUG_LEN, RESERVED_SLUGS, Slug, SlugError};
+pub use throttled_log::{Repeated, ThrottledLog};
 pub use timestamp::Timestamp;
 pub use webhook::{
     Delivery, DeliveryCursor, DeliveryCursorError, DeliveryState, MAX_CONSECUTIVE_FAILURES,

@@ -14,7 +14,7 @@ use serde::Serialize;
 use shortlink_service::ServiceError;
 use shortlink_storage::StorageError;
 
-use shortlink_service::throttled_log::{Repeated, ThrottledLog};
+use shortlink_domain::{Repeated, ThrottledLog};
 
 /// One invalid field of a request.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]

@@ -37,7 +37,7 @@ use tokio::sync::Notify;
 use crate::click_limits::ClickLimits;
 use crate::enrich::Enricher;
 use crate::spill::{Spill, SpilledClick};
-use crate::throttled_log::ThrottledLog;
+use shortlink_domain::ThrottledLog;
 
 /// How often recorded clicks are written; the API shows a click within this much (plus the
 /// write itself).

@@ -13,7 +13,6 @@ mod propagation;
 mod routing;
 mod service;
 mod spill;
-pub mod throttled_log;
 
 pub use cache::{FOUND_TTL, STALE_FOR};
 pub use clicks::{FLUSH_EARLY_AT, FLUSH_INTERVAL, FLUSH_PART, FlushObserver, MAX_PENDING_DETAILS};

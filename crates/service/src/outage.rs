@@ -7,7 +7,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::throttled_log::ThrottledLog;
+use shortlink_domain::ThrottledLog;
 
 /// How long after the database failed a lookup the next ones skip it.
 pub const PROBE_EVERY: Duration = Duration::from_secs(1);

@@ -12,7 +12,7 @@ use std::time::Duration;
 use shortlink_storage::Change;
 
 use crate::cache::LinkCache;
-use crate::throttled_log::ThrottledLog;
+use shortlink_domain::ThrottledLog;
 
 /// Told when keys or workspaces changed (a key revoked, a rate changed): whatever a server
 /// cached of keys is stale.

@@ -26,7 +26,7 @@ use serde::{Deserialize, Serialize};
 use shortlink_domain::{Timestamp, Visit, WorkspaceId};
 use shortlink_storage::CounterKey;
 
-use crate::throttled_log::ThrottledLog;
+use shortlink_domain::ThrottledLog;
 
 /// One click as the file holds it.
 #[derive(Debug, Serialize, Deserialize)]

@@ -6,7 +6,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::FutureExt;
-use shortlink_domain::{AttemptRecord, ClaimedDelivery, DeliveryQueue, NextStep, Timestamp};
+use shortlink_domain::{
+    AttemptRecord, ClaimedDelivery, DeliveryQueue, NextStep, ThrottledLog, Timestamp,
+};
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::task::{JoinError, JoinSet};
@@ -164,9 +166,10 @@ impl<Q: DeliveryQueue> DeliveryWorker<Q> {
         let mut claim_now = true;
         let mut more_due = false;
         let mut next_poll = Instant::now();
-        // Claims failed in a row: an outage is logged at its first failure and every
-        // `FAILURES_PER_LINE` after, not at every poll.
+        // Claims failed in a row: an outage is logged at its first failure and once every
+        // `CLAIM_FAILURES_LOGGED_EVERY` after, not at every poll.
         let mut failed_claims = 0_u32;
+        let claim_failures = ThrottledLog::new(CLAIM_FAILURES_LOGGED_EVERY);
 
         tracing::info!(concurrency, "webhook delivery worker started");
         loop {
@@ -213,15 +216,16 @@ impl<Q: DeliveryQueue> DeliveryWorker<Q> {
                     }
                     Err(e) => {
                         more_due = false;
-                        if failed_claims.is_multiple_of(FAILURES_PER_LINE) {
+                        failed_claims = failed_claims.saturating_add(1);
+                        if let Some(repeated) = claim_failures.occurred(std::time::Instant::now()) {
                             tracing::error!(
                                 error = &e as &dyn std::error::Error,
                                 failed_claims,
+                                retries = repeated.times,
                                 retry_in_ms = config.poll_interval.as_millis(),
                                 "cannot claim webhook deliveries"
                             );
                         }
-                        failed_claims = failed_claims.saturating_add(1);
                     }
                 }
             }
@@ -267,9 +271,9 @@ impl<Q: DeliveryQueue> DeliveryWorker<Q> {
     }
 }
 
-/// Failed claims in a row per log line while the queue cannot be reached (at the default poll
-/// of 500 ms, one line every 10 s).
-const FAILURES_PER_LINE: u32 = 20;
+/// At most one line per this while claims fail (the queue cannot be reached), as the service's
+/// other outage lines.
+const CLAIM_FAILURES_LOGGED_EVERY: Duration = Duration::from_secs(10);
 
 /// Most attempts recorded in one transaction.
 const RECORD_BATCH: usize = 256;
