@@ -134,7 +134,7 @@ impl Application {
                 .configure(|cfg| shortlink_http::configure(cfg, state))
         })
         .shutdown_timeout(SHUTDOWN_TIMEOUT.as_secs())
-        // `StopSignals` instead.
+        // The signals are `StopSignals`' (actix's own stop at once on SIGINT).
         .disable_signals();
         if let Some(workers) = config.workers {
             server = server.workers(workers);

@@ -103,7 +103,9 @@ fn gcra(per_second: u32) -> DirectGcra {
     Gcra::direct(Quota::per_second(rate)).with_middleware::<StateInformationMiddleware>()
 }
 
-fn ceil_secs(d: Duration) -> u64 {
+/// `d` in whole seconds, rounded up: a client told to wait that long finds the wait over (the
+/// `Retry-After` and `RateLimit-Reset` headers count whole seconds).
+pub(crate) fn ceil_secs(d: Duration) -> u64 {
     d.as_secs() + u64::from(d.subsec_nanos() > 0)
 }
 

@@ -83,9 +83,7 @@ pub(crate) async fn follow_rules(
                     StatusCode::TOO_MANY_REQUESTS,
                     Some("Too many wrong passwords. Try again later."),
                 );
-                // Whole seconds, rounded up: a client that waits that long finds the window over.
-                let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
-                let retry = header::HeaderValue::from(seconds.max(1));
+                let retry = header::HeaderValue::from(crate::ratelimit::ceil_secs(wait).max(1));
                 page.headers_mut().insert(header::RETRY_AFTER, retry);
                 return Ok(page);
             }
