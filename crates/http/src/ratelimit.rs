@@ -145,11 +145,16 @@ impl RateLimiter for LocalRateLimiter {
 /// Failed authentications allowed per client address per minute, by default.
 pub const AUTH_FAILURES_PER_MINUTE: u32 = 20;
 
-/// Counts failed authentications per client address. Once an address is over its budget it is
+/// Counts failed authentications per client address. Once an address has spent its budget it is
 /// refused before any key it sends is even looked at, so refusals cannot be told apart from
 /// valid keys and guessing keys gains nothing.
 pub struct AuthFailureGuard {
-    failures: Gcra<IpAddr, governor::state::keyed::DefaultKeyedStateStore<IpAddr>, DefaultClock>,
+    failures: Gcra<
+        IpAddr,
+        governor::state::keyed::DefaultKeyedStateStore<IpAddr>,
+        DefaultClock,
+        StateInformationMiddleware,
+    >,
     blocked: moka::sync::Cache<IpAddr, std::time::Instant>,
     clock: DefaultClock,
     per_minute: u32,
@@ -167,7 +172,8 @@ impl AuthFailureGuard {
         let per_minute = NonZeroU32::new(per_minute).unwrap_or(NonZeroU32::MIN);
         Self {
             per_minute: per_minute.get(),
-            failures: Gcra::keyed(Quota::per_minute(per_minute)),
+            failures: Gcra::keyed(Quota::per_minute(per_minute))
+                .with_middleware::<StateInformationMiddleware>(),
             blocked: moka::sync::Cache::builder()
                 .max_capacity(100_000)
                 .time_to_live(Duration::from_secs(60))
@@ -183,12 +189,26 @@ impl AuthFailureGuard {
         Some(ceil_secs(left).max(1))
     }
 
-    /// Records a failure; returns the wait in seconds when this one went over the budget.
+    /// Records a failure; returns the wait in seconds when this one went over the budget (only
+    /// failures counted at once, in flight together, can: the one that spends the budget blocks
+    /// the address).
     pub fn record_failure(&self, addr: IpAddr) -> Option<u64> {
-        let Err(not_until) = self.failures.check_key(&addr) else {
-            return None;
-        };
-        Some(self.block(addr, not_until.wait_time_from(self.clock.now())))
+        match self.failures.check_key(&addr) {
+            Ok(left) => {
+                if left.remaining_burst_capacity() == 0 {
+                    self.spent(addr);
+                }
+                None
+            }
+            Err(not_until) => Some(self.block(addr, not_until.wait_time_from(self.clock.now()))),
+        }
+    }
+
+    /// The failure just counted spent the address's budget: from its next request on, valid key
+    /// or not, the address is refused until the budget allows one failure again, so no more
+    /// than the budget is ever tried.
+    pub fn spent(&self, addr: IpAddr) {
+        self.block(addr, Duration::from_secs(60) / self.per_minute);
     }
 
     /// Refuses `addr` for `wait` (its budget is spent, here or on the instances together);
@@ -249,12 +269,18 @@ mod tests {
     fn the_auth_guard_blocks_after_the_budget() {
         let guard = AuthFailureGuard::default();
         let addr: IpAddr = "203.0.113.9".parse().unwrap();
-        for _ in 0..AUTH_FAILURES_PER_MINUTE {
+        for _ in 1..AUTH_FAILURES_PER_MINUTE {
             assert_eq!(guard.record_failure(addr), None);
             assert_eq!(guard.blocked_for(addr), None);
         }
+        // The last failure of the budget is answered as a failure, and blocks what follows.
+        assert_eq!(guard.record_failure(addr), None);
+        assert_eq!(
+            guard.blocked_for(addr),
+            Some(3),
+            "one failure comes back in 60 s / 20"
+        );
         assert!(guard.record_failure(addr).is_some());
-        assert!(guard.blocked_for(addr).is_some());
         assert_eq!(guard.blocked_for("203.0.113.10".parse().unwrap()), None);
     }
 }

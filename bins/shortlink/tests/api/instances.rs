@@ -287,15 +287,15 @@ async fn with_redis_the_failed_authentication_budget_holds_across_instances() {
     let budget = shortlink_http::ratelimit::AUTH_FAILURES_PER_MINUTE;
     let guess = |app: &TestApp| send(app.api_as("sk_wrong", Method::GET, "/links"));
 
-    // Half the budget spent on the first server, the rest on the second: the next wrong key is
-    // over the budget of both together.
+    // Half the budget spent on the first server, the rest on the second: the second, which
+    // counted the last failure, refuses the address from then on, even with a valid key; the
+    // first refuses the next wrong one, over the budget of both together.
     for i in 0..budget {
         let app = if i < budget / 2 { &first } else { &second };
         assert_error(guess(app).await, 401, "UNAUTHORIZED").await;
     }
-    assert_error(guess(&second).await, 429, "RATE_LIMIT_EXCEEDED").await;
-    // Blocked there now, even with a valid key; and the first refuses the next wrong one.
     assert_error(second.get("/links").await, 429, "RATE_LIMIT_EXCEEDED").await;
+    assert_error(guess(&second).await, 429, "RATE_LIMIT_EXCEEDED").await;
     assert_error(guess(&first).await, 429, "RATE_LIMIT_EXCEEDED").await;
     assert_error(first.get("/links").await, 429, "RATE_LIMIT_EXCEEDED").await;
 }

@@ -205,7 +205,12 @@ impl RateLimiter for RedisRateLimiter {
                 .reach(self.shared_decision(key, guard.per_minute(), minute))
                 .await
             {
-                Some(decision) if decision.allowed => None,
+                Some(decision) if decision.allowed => {
+                    if decision.remaining == 0 {
+                        guard.spent(addr);
+                    }
+                    None
+                }
                 Some(decision) => {
                     Some(guard.block(addr, Duration::from_secs(decision.retry_after)))
                 }
