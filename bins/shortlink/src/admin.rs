@@ -13,18 +13,23 @@ pub async fn create_workspace(
     name: &str,
     rate_limit: u32,
 ) -> anyhow::Result<Workspace> {
-    Workspace::validate_name(name).map_err(anyhow::Error::msg)?;
-    let workspace = Workspace {
-        id: WorkspaceId::generate(),
-        name: name.to_owned(),
-        rate_limit: RateLimit::new(rate_limit)?,
-        created_at: Timestamp::now(),
-    };
+    let workspace = new_workspace(name, rate_limit)?;
     match store.create_workspace(&workspace).await {
         Ok(()) => Ok(workspace),
         Err(StorageError::AlreadyExists(_)) => bail!("a workspace named '{name}' already exists"),
         Err(e) => Err(e.into()),
     }
+}
+
+/// A workspace not yet stored, after checking its name and rate.
+pub fn new_workspace(name: &str, rate_limit: u32) -> anyhow::Result<Workspace> {
+    Workspace::validate_name(name).map_err(anyhow::Error::msg)?;
+    Ok(Workspace {
+        id: WorkspaceId::generate(),
+        name: name.to_owned(),
+        rate_limit: RateLimit::new(rate_limit)?,
+        created_at: Timestamp::now(),
+    })
 }
 
 /// Changes a workspace's rate after checking it.

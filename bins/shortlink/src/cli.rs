@@ -29,8 +29,13 @@ pub struct Cli {
     #[arg(long, env = "SHORTLINK_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text, global = true)]
     log_format: LogFormat,
 
-    /// Flags of `serve`; accepted before or after any subcommand.
-    #[command(flatten)]
+    /// Flags of `serve`; accepted before or after any subcommand. Being global, they are listed
+    /// in every subcommand's help too, under a heading of their own so `key create --help` does
+    /// not pass them off as its own (the other commands ignore them).
+    #[command(
+        flatten,
+        next_help_heading = "Options of serve (ignored by the other commands)"
+    )]
     serve: ServeArgs,
 
     #[command(subcommand)]

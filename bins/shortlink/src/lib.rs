@@ -65,16 +65,27 @@ impl Application {
             .context("could not open the database")?;
 
         let addr = listener.local_addr()?;
+        let base_url_given = config.base_url.is_some();
         let base_url = match config.base_url {
             Some(base) => base,
             None => BaseUrl::parse(&format!("http://{addr}"))?,
         };
 
-        if store.kind() == shortlink_storage::DatabaseKind::Postgres && config.redis_url.is_none() {
+        let shared = store.kind() == shortlink_storage::DatabaseKind::Postgres;
+        if shared && config.redis_url.is_none() {
             // Changes reach every instance's caches (LISTEN/NOTIFY); rate limits need Redis.
             tracing::warn!(
                 "without --redis-url, rate limits are counted per instance: with N instances, a \
                  workspace may make N times its rate"
+            );
+        }
+        if shared && !base_url_given {
+            // Links live under their base's domain: instances on other addresses would each
+            // answer only for the links made through them.
+            tracing::warn!(
+                base_url = base_url.as_str(),
+                "without --base-url, short links are made under this instance's own address; \
+                 give every instance of one database the same --base-url"
             );
         }
         let first_run_key = if config.first_run_banner {
@@ -254,13 +265,19 @@ fn metrics_server(
 }
 
 /// When the database has no workspace at all, creates `default` with one key and prints the key
-/// once, so a newcomer can call the API right away.
+/// once, so a newcomer can call the API right away. Of several instances started together on a
+/// new database, the one whose creation lands prints it; the others start without a banner.
 async fn first_run(store: &Store) -> anyhow::Result<Option<String>> {
     if !store.list_workspaces().await?.is_empty() {
         return Ok(None);
     }
-    let workspace =
-        admin::create_workspace(store, "default", shortlink_domain::DEFAULT_RATE_LIMIT).await?;
+    let workspace = admin::new_workspace("default", shortlink_domain::DEFAULT_RATE_LIMIT)?;
+    match store.create_workspace(&workspace).await {
+        Ok(()) => {}
+        // Another instance starting on the same new database made it first, and shows its key.
+        Err(shortlink_storage::StorageError::AlreadyExists(_)) => return Ok(None),
+        Err(e) => return Err(e.into()),
+    }
     let (_, secret) = admin::create_key(store, &workspace, "first-run").await?;
     Ok(Some(secret.expose().to_owned()))
 }

@@ -364,3 +364,15 @@ async fn the_click_fold_interval_is_how_soon_clicks_reach_the_file_and_zero_is_r
     )
     .await;
 }
+
+#[test]
+fn a_subcommands_help_sets_the_serve_flags_apart_from_its_own() {
+    let out = run(&["key", "create", "--help"]);
+    let help = out.success();
+    let heading = help
+        .find("Options of serve (ignored by the other commands):")
+        .unwrap_or_else(|| panic!("no heading for the serve flags:\n{help}"));
+    let own = help.find("--workspace").expect("its own flag is listed");
+    let listen = help.find("--listen").expect("the serve flags are listed");
+    assert!(own < heading && heading < listen, "{help}");
+}
