@@ -239,8 +239,13 @@ fn conventions(op: &mut Operation, by_id: bool) {
 /// A regular expression matching URLs on `base`'s domain (host case-insensitive), which are not
 /// acceptable destinations (they would loop).
 fn own_domain_pattern(base: &BaseUrl) -> String {
-    let host: String = base
-        .domain()
+    // The loop check refuses the host on any port, with or without the root's trailing dot.
+    let domain = base.domain();
+    let host = match domain.rfind(':') {
+        Some(port) if !domain[port..].contains(']') => &domain[..port],
+        _ => domain,
+    };
+    let host: String = host
         .chars()
         .map(|c| match c {
             c if c.is_ascii_alphabetic() => {
@@ -250,7 +255,7 @@ fn own_domain_pattern(base: &BaseUrl) -> String {
             c => format!("\\{c}"),
         })
         .collect();
-    format!("^[hH][tT][tT][pP][sS]?://{host}([/?#]|$)")
+    format!("^[hH][tT][tT][pP][sS]?://{host}\\.?(:[0-9]*)?([/?#]|$)")
 }
 
 /// The complete document for a server whose short links live on `base`: the generated part,
@@ -415,7 +420,12 @@ mod tests {
         let pattern = own_domain_pattern(&BaseUrl::parse("https://Sho.rt:8443").unwrap());
         assert_eq!(
             pattern,
-            "^[hH][tT][tT][pP][sS]?://[sS][hH][oO]\\.[rR][tT]:8443([/?#]|$)"
+            "^[hH][tT][tT][pP][sS]?://[sS][hH][oO]\\.[rR][tT]\\.?(:[0-9]*)?([/?#]|$)"
+        );
+        let pattern = own_domain_pattern(&BaseUrl::parse("http://[::1]:8080").unwrap());
+        assert_eq!(
+            pattern,
+            "^[hH][tT][tT][pP][sS]?://\\[::1\\]\\.?(:[0-9]*)?([/?#]|$)"
         );
     }
 

@@ -31,7 +31,7 @@ pub struct CreateWebhookRequest {
         example = "https://hooks.example.com/shortlink"
     )]
     pub target_url: String,
-    /// Kinds to subscribe to: `link.created`, `link.clicked`.
+    /// Kinds to subscribe to: `link.created`, `link.clicked`, `link.updated`, `link.deleted`.
     #[schema(value_type = Vec<EventKind>, min_items = 1)]
     pub events: Vec<String>,
 }
