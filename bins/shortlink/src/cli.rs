@@ -124,6 +124,23 @@ struct ServeArgs {
         global = true
     )]
     analytics_retention_days: u64,
+    /// Days webhook deliveries are kept once delivered or failed, with their attempts (0 keeps
+    /// everything).
+    #[arg(
+        long,
+        env = "SHORTLINK_WEBHOOK_DELIVERY_RETENTION_DAYS",
+        default_value_t = shortlink_service::DELIVERY_RETENTION.as_secs() / DAY.as_secs(),
+        global = true
+    )]
+    webhook_delivery_retention_days: u64,
+}
+
+/// A day, for the retention flags.
+const DAY: std::time::Duration = std::time::Duration::from_secs(24 * 60 * 60);
+
+/// A retention of `days` (0: keep everything).
+fn days(days: u64) -> Option<std::time::Duration> {
+    (days > 0).then(|| DAY.saturating_mul(u32::try_from(days).unwrap_or(u32::MAX)))
 }
 
 /// `on` or `off`.
@@ -300,8 +317,8 @@ async fn serve(database_url: String, args: ServeArgs, log_format: LogFormat) -> 
         redis_url: args.redis_url,
         geoip_db: args.geoip_db,
         analytics: args.analytics == Switch::On,
-        analytics_retention: (args.analytics_retention_days > 0)
-            .then(|| std::time::Duration::from_secs(args.analytics_retention_days * 24 * 60 * 60)),
+        analytics_retention: days(args.analytics_retention_days),
+        delivery_retention: days(args.webhook_delivery_retention_days),
         ..Config::new(database_url)
     };
     let app = Application::build(config).await?;

@@ -63,6 +63,8 @@ pub struct Config {
     pub clock: shortlink_service::Clock,
 }
 
+    /// How long ended webhook deliveries are kept; `None`: forever.
+    pub delivery_retention: Option<Duration>,
 impl Config {
     /// The defaults of the command line for `database_url`: each the default of the crate
     /// that uses the setting, so that it is written once.
@@ -93,3 +95,4 @@ impl Config {
         }
     }
 }
+            delivery_retention: Some(shortlink_service::DELIVERY_RETENTION),

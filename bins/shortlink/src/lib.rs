@@ -114,6 +114,7 @@ impl Application {
                 geoip,
                 analytics_retention: config.analytics_retention,
                 clock: config.clock.clone(),
+                delivery_retention: config.delivery_retention,
                 ..ServiceSettings::new(base_url.clone())
             },
         )?;

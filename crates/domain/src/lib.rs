@@ -29,7 +29,7 @@ pub use link_options::{
     MAX_TAG_LEN, MAX_TAGS, MAX_TITLE_LEN, MaxClicks, OptionError, Password, PasswordHash, Preview,
     RedirectRules, RedirectType, Tag, Tags, TargetOs, parse_expires_at,
 };
-pub use ports::{AttemptRecord, ClaimedDelivery, DeliveryQueue, NextStep};
+pub use ports::{AttemptRecord, ClaimedDelivery, DeliveryQueue, InFlight, NextStep};
 pub use slug::{GENERATED_SLUG_LEN, MAX_SLUG_LEN, RESERVED_SLUGS, Slug, SlugError};
 pub use throttled_log::{Repeated, ThrottledLog};
 pub use timestamp::Timestamp;

@@ -1,6 +1,7 @@
 //! The traits through which the outer crates meet. `webhooks` delivers through a
 //! [`DeliveryQueue`] that `storage` implements, so neither depends on the other.
 
+use std::collections::HashMap;
 use std::future::Future;
 
 use crate::{Delivery, MessageId, Timestamp, WebhookId, WebhookSecret, WebhookTarget};
@@ -46,18 +47,48 @@ pub enum NextStep {
     Failed,
 }
 
+/// How many attempts a claim may start per endpoint: each may have at most `per_endpoint` in
+/// flight, of which `busy` are running now (an endpoint not named has none). An attempt holds
+/// its slot until it ends, a slow endpoint's for seconds: shares of each claim alone let such an
+/// endpoint fill the worker's slots and pace every other endpoint by its own slowness.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InFlight {
+    /// Most attempts one endpoint may have in flight.
+    pub per_endpoint: usize,
+    /// Attempts in flight now, by endpoint.
+    pub busy: HashMap<WebhookId, usize>,
+}
+
+impl InFlight {
+    /// Nothing in flight yet; at most `per_endpoint` per endpoint.
+    pub fn new(per_endpoint: usize) -> Self {
+        Self {
+            per_endpoint,
+            busy: HashMap::new(),
+        }
+    }
+
+    /// How many more attempts `endpoint` may start.
+    pub fn room(&self, endpoint: WebhookId) -> usize {
+        let busy = self.busy.get(&endpoint).copied().unwrap_or(0);
+        self.per_endpoint.saturating_sub(busy)
+    }
+}
+
 /// The durable outbox the delivery worker drains.
 pub trait DeliveryQueue: Clone + Send + Sync + 'static {
     /// The store's error.
     type Error: std::error::Error + Send + Sync + 'static;
 
     /// Leases up to `limit` pending deliveries due at or before `now` to the caller until
-    /// `lease_until`. Several processes may call this at once; each delivery goes to one of them.
+    /// `lease_until`, to no endpoint more than `in_flight` leaves it room for. Several processes
+    /// may call this at once; each delivery goes to one of them.
     fn claim_due(
         &self,
         now: Timestamp,
         limit: i64,
         lease_until: Timestamp,
+        in_flight: &InFlight,
     ) -> impl Future<Output = Result<Vec<ClaimedDelivery>, Self::Error>> + Send;
 
     /// Records attempts, each moving its delivery on and ending its lease, together (one

@@ -23,4 +23,6 @@ pub use outage::PROBE_EVERY;
 pub use passwords::{ATTEMPT_WINDOW, ATTEMPTS_PER_ADDRESS, ATTEMPTS_PER_LINK};
 pub use propagation::KeyObserver;
 pub use routing::{Route, Unlock, Visitor};
-pub use service::{ANALYTICS_RETENTION, CLICK_DRAIN_TIMEOUT, Service, ServiceSettings};
+pub use service::{
+    ANALYTICS_RETENTION, CLICK_DRAIN_TIMEOUT, DELIVERY_RETENTION, Service, ServiceSettings,
+};

@@ -44,6 +44,10 @@ pub struct ServiceSettings {
     /// How long events are kept (`--analytics-retention-days`, 400 days by default); `None`
     /// keeps them all.
     pub analytics_retention: Option<Duration>,
+    /// How long webhook deliveries are kept once they ended, delivered or failed, with their
+    /// attempts (`--webhook-delivery-retention-days`, [`DELIVERY_RETENTION`] by default); `None`
+    /// keeps them all. Pending ones are kept until they end.
+    pub delivery_retention: Option<Duration>,
     /// What time it is for links' expiry (the system's clock; tests move their own).
     pub clock: Clock,
 }
@@ -59,6 +63,7 @@ impl ServiceSettings {
             analytics: true,
             geoip: None,
             analytics_retention: Some(ANALYTICS_RETENTION),
+            delivery_retention: Some(DELIVERY_RETENTION),
             clock: Clock::system(),
         }
     }
@@ -397,6 +402,7 @@ impl Service {
         let housekeeping = tokio::spawn(housekeeping(
             self.inner.store.clone(),
             self.inner.settings.analytics_retention,
+            self.inner.settings.delivery_retention,
             stopped(stop_rx.clone()),
         ));
         let flusher = {
@@ -461,18 +467,30 @@ impl Service {
 /// How long click events are kept by default.
 pub const ANALYTICS_RETENTION: Duration = Duration::from_secs(400 * 24 * 60 * 60);
 
+/// How long ended webhook deliveries are kept by default: a week of a busy endpoint's history
+/// (every click a delivery, for a `link.clicked` subscriber) to look into, without the table
+/// growing with every click for ever.
+pub const DELIVERY_RETENTION: Duration = Duration::from_secs(7 * 24 * 60 * 60);
+
 /// How often the background upkeep runs: expired idempotency keys, the events' partitions,
-/// retention and the analytics rollups.
+/// retention (events and ended deliveries) and the analytics rollups.
 const HOUSEKEEPING_EVERY: Duration = Duration::from_secs(10 * 60);
 
-/// Events deleted per transaction by retention (SQLite; PostgreSQL drops whole partitions).
+/// Events deleted per transaction by retention (SQLite; PostgreSQL drops whole partitions), and
+/// ended deliveries of each state.
 const RETENTION_BATCH: i64 = 5_000;
 
 /// Runs the upkeep at once and every [`HOUSEKEEPING_EVERY`] until `stop`: deletes idempotency
 /// keys past their lifetime (the claim ignores them already; this keeps their table small),
-/// makes the coming months' event partitions, deletes events past `retention`, and (from the
-/// second round on) rolls up the analytics of the days that ended.
-async fn housekeeping(store: Store, retention: Option<Duration>, stop: impl Future<Output = ()>) {
+/// makes the coming months' event partitions, deletes events past `retention` and ended
+/// deliveries past `delivery_retention`, and (from the second round on) rolls up the analytics
+/// of the days that ended.
+async fn housekeeping(
+    store: Store,
+    retention: Option<Duration>,
+    delivery_retention: Option<Duration>,
+    stop: impl Future<Output = ()>,
+) {
     let upkeep = async {
         let mut every = tokio::time::interval(HOUSEKEEPING_EVERY);
         every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -493,6 +511,21 @@ async fn housekeeping(store: Store, retention: Option<Duration>, stop: impl Futu
                 Ok(0) => {}
                 Ok(n) => tracing::info!(events = n, "deleted click events past retention"),
                 Err(e) => tracing::warn!(error = %e, "could not keep the click events in shape"),
+            }
+            if let Some(kept) = delivery_retention {
+                match store
+                    .forget_deliveries(now.minus(kept), RETENTION_BATCH)
+                    .await
+                {
+                    Ok(0) => {}
+                    Ok(n) => tracing::info!(
+                        deliveries = n,
+                        "deleted ended webhook deliveries past retention"
+                    ),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "could not delete ended webhook deliveries")
+                    }
+                }
             }
             // Not in the round at start: a server just started (or upgraded, with a history to
             // roll up) gives its first minutes to its clients, and queries are exact without

@@ -55,21 +55,33 @@ where
     c.transaction(f)
 }
 
-/// Takes a key-share lock on an endpoint's row before its deliveries are touched: one lock order,
-/// endpoint then deliveries, for everything that writes both. A deletion locks the endpoint
-/// and then deletes its deliveries; an attempt's record used to lock a delivery and then
-/// its endpoint (to count a failure), and the two deadlocked. A key-share lock does not block
-/// other attempts, new deliveries (they take the same) or failure counts; it only waits
-/// for a deletion, and makes a deletion wait for it. Writing deliveries takes the same lock
-/// ([`lock_subscribed`]).
-pub(crate) async fn lock_endpoint(c: &mut Conn, webhook_id: &str) -> QueryResult<()> {
-    crate::schema::webhooks::table
+/// Reads an endpoint's count of consecutive failures and when it was disabled (`None`: it is
+/// gone), and locks its row before its deliveries are touched: one lock order, endpoint then
+/// deliveries, for everything that writes both. A deletion locks the endpoint and then deletes
+/// its deliveries; an attempt's record used to lock a delivery and then its endpoint (to count a
+/// failure), and the two deadlocked.
+///
+/// `to_write`: the caller may write the row (count a failure, reset the count, disable the
+/// endpoint, which fails every pending delivery), and takes the lock that needs now. Taken
+/// later, two instances recording failures of one endpoint deadlocked: one held a delivery and
+/// waited for the endpoint's row, the other held that row and, disabling the endpoint, waited
+/// for the delivery. Otherwise a key-share lock: it does not block other attempts, new
+/// deliveries (they take the same) or failure counts; it only waits for a deletion, and makes a
+/// deletion wait for it. Writing deliveries takes the same ([`lock_subscribed`]).
+pub(crate) async fn lock_endpoint(
+    c: &mut Conn,
+    webhook_id: &str,
+    to_write: bool,
+) -> QueryResult<Option<(i32, Option<i64>)>> {
+    use crate::schema::webhooks;
+    let endpoint = webhooks::table
         .find(webhook_id)
-        .select(crate::schema::webhooks::id)
-        .for_key_share()
-        .load::<String>(c)
-        .await?;
-    Ok(())
+        .select((webhooks::consecutive_failures, webhooks::disabled_at));
+    if to_write {
+        endpoint.for_no_key_update().get_result(c).await.optional()
+    } else {
+        endpoint.for_key_share().get_result(c).await.optional()
+    }
 }
 
 /// The active endpoints of `workspaces`, each with a key-share lock for the caller's

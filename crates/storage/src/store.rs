@@ -2,8 +2,8 @@
 
 use shortlink_domain::{
     ApiKey, ApiKeyHash, ApiKeyId, AttemptRecord, BaseUrl, ClaimedDelivery, Delivery, DeliveryQueue,
-    EventKind, Link, LinkId, LinkPatch, LinkRef, MessageId, RateLimit, Timestamp, Webhook,
-    WebhookId, Workspace, WorkspaceId,
+    EventKind, InFlight, Link, LinkId, LinkPatch, LinkRef, MessageId, RateLimit, Timestamp,
+    Webhook, WebhookId, Workspace, WorkspaceId,
 };
 
 use std::collections::HashSet;
@@ -923,6 +923,28 @@ impl Store {
             .await
     }
 
+    /// Deletes the deliveries that ended (delivered or failed) before `before`, with their
+    /// attempts, in transactions of about `batch` deliveries of each state. Returns how many.
+    pub async fn forget_deliveries(
+        &self,
+        before: Timestamp,
+        batch: i64,
+    ) -> Result<usize, StorageError> {
+        let before = before.unix_millis();
+        let mut deleted = 0;
+        loop {
+            let n = self
+                .detached(|s| async move {
+                    dispatch!(s, write, delete_deliveries_before(before, batch))
+                })
+                .await?;
+            deleted += n;
+            if n == 0 {
+                return Ok(deleted);
+            }
+        }
+    }
+
     /// Deletes idempotency keys past their lifetime; returns how many.
     pub async fn forget_idempotency_keys(&self) -> Result<usize, StorageError> {
         self.detached(
@@ -1036,9 +1058,13 @@ impl DeliveryQueue for Store {
         now: Timestamp,
         limit: i64,
         lease_until: Timestamp,
+        in_flight: &InFlight,
     ) -> Result<Vec<ClaimedDelivery>, StorageError> {
-        self.detached(|s| async move { dispatch!(s, write, claim_due(now, limit, lease_until)) })
-            .await
+        let in_flight = in_flight.clone();
+        self.detached(|s| async move {
+            dispatch!(s, write, claim_due(now, limit, lease_until, &in_flight))
+        })
+        .await
     }
 
     async fn record_attempts(&self, attempts: &[AttemptRecord]) -> Result<(), StorageError> {

@@ -1,13 +1,15 @@
 //! The loop that drains the outbox: claim what is due, send it, record how it went.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use futures_util::FutureExt;
 use shortlink_domain::{
-    AttemptRecord, ClaimedDelivery, DeliveryQueue, NextStep, ThrottledLog, Timestamp,
+    AttemptRecord, ClaimedDelivery, DeliveryQueue, InFlight, NextStep, ThrottledLog, Timestamp,
+    WebhookId,
 };
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
@@ -22,6 +24,11 @@ use crate::sender::{DEFAULT_REQUEST_TIMEOUT, SenderConfig, SenderError, WebhookS
 pub struct WorkerConfig {
     /// Attempts in flight at once. Default 64; zero counts as one.
     pub concurrency: usize,
+    /// Attempts in flight at once to one endpoint. Default 32, half the default concurrency:
+    /// a slow endpoint's attempts hold their slots for up to the request timeout, and without a
+    /// bound one such endpoint filled the worker and held every other to its pace. Zero counts
+    /// as one.
+    pub per_endpoint: usize,
     /// How long a claimed delivery stays leased to this worker. It must comfortably exceed
     /// `request_timeout`, or another process may claim a delivery whose attempt is still
     /// running and send it twice. Default 60 s.
@@ -42,6 +49,7 @@ impl Default for WorkerConfig {
     fn default() -> Self {
         Self {
             concurrency: 64,
+            per_endpoint: 32,
             lease: Duration::from_secs(60),
             poll_interval: Duration::from_millis(500),
             schedule: RetrySchedule::default(),
@@ -150,6 +158,8 @@ impl<Q: DeliveryQueue> DeliveryWorker<Q> {
             observer,
         } = self;
         let concurrency = config.concurrency.max(1);
+        let per_endpoint = config.per_endpoint.max(1);
+        let busy = Busy::default();
         // Claims wait until this many slots are free (or none is busy): one claim's
         // transaction then serves several attempts.
         let claim_at = (concurrency / 4).max(1);
@@ -184,7 +194,11 @@ impl<Q: DeliveryQueue> DeliveryWorker<Q> {
                 next_poll = Instant::now() + config.poll_interval;
                 let now = Timestamp::now();
                 let limit = i64::try_from(free).unwrap_or(i64::MAX);
-                match queue.claim_due(now, limit, now.plus(config.lease)).await {
+                let room = busy.in_flight(per_endpoint);
+                match queue
+                    .claim_due(now, limit, now.plus(config.lease), &room)
+                    .await
+                {
                     Ok(batch) => {
                         if failed_claims > 0 {
                             tracing::info!(failed_claims, "claiming webhook deliveries again");
@@ -201,9 +215,11 @@ impl<Q: DeliveryQueue> DeliveryWorker<Q> {
                             let permit = Arc::clone(&unrecorded).try_acquire_owned();
                             match (stopping, permit) {
                                 (false, Ok(permit)) => {
+                                    let endpoint = busy.start(claimed.delivery.webhook_id);
                                     in_flight.spawn(deliver(
                                         records.clone(),
                                         permit,
+                                        endpoint,
                                         sender.clone(),
                                         Arc::clone(&schedule),
                                         observer.clone(),
@@ -286,16 +302,67 @@ const RECORD_BATCH: usize = 256;
 /// waits for its records instead; the recorder tells it after each write.
 type Unrecorded = (AttemptRecord, OwnedSemaphorePermit);
 
-/// One attempt; its record goes to the recorder, holding `permit` until it is written.
+/// Attempts in flight, by endpoint, for the claims' [`InFlight`]; each attempt holds a
+/// [`Started`] until it ends.
+#[derive(Debug, Clone, Default)]
+struct Busy(Arc<Mutex<HashMap<WebhookId, usize>>>);
+
+/// One attempt in flight to an endpoint, counted in [`Busy`] until dropped.
+struct Started {
+    busy: Busy,
+    endpoint: WebhookId,
+}
+
+impl Busy {
+    fn counts(&self) -> std::sync::MutexGuard<'_, HashMap<WebhookId, usize>> {
+        // The counts stay right whatever panicked while they were held: each change is one
+        // step.
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Counts an attempt to `endpoint` until the returned value is dropped.
+    fn start(&self, endpoint: WebhookId) -> Started {
+        *self.counts().entry(endpoint).or_default() += 1;
+        Started {
+            busy: self.clone(),
+            endpoint,
+        }
+    }
+
+    /// What a claim may start now, at most `per_endpoint` per endpoint.
+    fn in_flight(&self, per_endpoint: usize) -> InFlight {
+        InFlight {
+            per_endpoint,
+            busy: self.counts().clone(),
+        }
+    }
+}
+
+impl Drop for Started {
+    fn drop(&mut self) {
+        let mut counts = self.busy.counts();
+        if let Some(n) = counts.get_mut(&self.endpoint) {
+            *n -= 1;
+            if *n == 0 {
+                counts.remove(&self.endpoint);
+            }
+        }
+    }
+}
+
+/// One attempt; its record goes to the recorder, holding `permit` until it is written. The
+/// attempt counts as its endpoint's while it runs (`started`).
 async fn deliver(
     records: UnboundedSender<Unrecorded>,
     permit: OwnedSemaphorePermit,
+    started: Started,
     sender: WebhookSender,
     schedule: Arc<RetrySchedule>,
     observer: Option<AttemptObserver>,
     claimed: ClaimedDelivery,
 ) {
     let attempt = sender.attempt(&claimed).await;
+    drop(started);
     let delivery = &claimed.delivery;
     let attempts_made = u32::try_from(delivery.attempts)
         .unwrap_or(0)

@@ -3,8 +3,8 @@
 use diesel::prelude::*;
 use diesel_async::RunQueryDsl;
 use shortlink_domain::{
-    AttemptRecord, ClaimedDelivery, DeliveryState, MAX_CONSECUTIVE_FAILURES, MessageId, NextStep,
-    Timestamp, WebhookId, WebhookSecret, WebhookTarget,
+    AttemptRecord, ClaimedDelivery, DeliveryState, InFlight, MAX_CONSECUTIVE_FAILURES, MessageId,
+    NextStep, Timestamp, WebhookId, WebhookSecret, WebhookTarget,
 };
 
 use super::{Conn, insert_attempts, lock_due, lock_endpoint, write_transaction};
@@ -18,13 +18,15 @@ use crate::schema::{webhook_deliveries, webhooks};
 /// Fair between endpoints: each active endpoint gets an equal share of `limit` (its oldest due
 /// deliveries), starting from an endpoint that moves on with the clock, and what shares leave
 /// unused goes, in a second round, to endpoints that had more. So one endpoint's backlog never
-/// holds back another's first delivery for more than a claim. Each endpoint's deliveries are
-/// leased in one statement.
+/// holds back another's first delivery for more than a claim. No endpoint gets more than
+/// `in_flight` leaves it room for, so a slow one cannot take every slot. Each endpoint's
+/// deliveries are leased in one statement.
 pub(crate) async fn claim_due(
     c: &mut Conn,
     now: Timestamp,
     limit: i64,
     lease_until: Timestamp,
+    in_flight: &InFlight,
 ) -> Result<Vec<ClaimedDelivery>, StorageError> {
     let limit = usize::try_from(limit).unwrap_or(0);
     write_transaction(c, async |c| -> Result<Vec<ClaimedDelivery>, StorageError> {
@@ -41,6 +43,13 @@ pub(crate) async fn claim_due(
         let n = endpoints.len();
         let start = usize::try_from(now.unix_millis()).unwrap_or(0) % n;
         let share = (limit / n).max(1);
+        // What each endpoint may still start; an id that does not parse has nothing running.
+        let mut room: Vec<usize> = endpoints
+            .iter()
+            .map(|(id, _, _)| {
+                WebhookId::parse(id).map_or(in_flight.per_endpoint, |id| in_flight.room(id))
+            })
+            .collect();
         // Endpoints that filled their share in the first round, and so may have more.
         let mut more = Vec::new();
         for round in [0, 1] {
@@ -49,16 +58,22 @@ pub(crate) async fn claim_due(
                 _ => std::mem::take(&mut more),
             };
             for endpoint in order {
-                let wanted = match round {
-                    0 => share.min(limit - claimed.len()),
-                    _ => limit - claimed.len(),
-                };
-                if wanted == 0 {
+                let left = limit - claimed.len();
+                if left == 0 {
                     break;
+                }
+                let wanted = match round {
+                    0 => share.min(left),
+                    _ => left,
+                }
+                .min(room[endpoint]);
+                if wanted == 0 {
+                    continue;
                 }
                 let (id, target, secret) = &endpoints[endpoint];
                 let leased = lease(c, id, now, wanted, lease_until).await?;
-                if leased.len() == wanted {
+                room[endpoint] -= leased.len();
+                if leased.len() == wanted && room[endpoint] > 0 {
                     more.push(endpoint);
                 }
                 let target = WebhookTarget::from_trusted(target)
@@ -120,18 +135,24 @@ pub(crate) async fn record_attempts(
         let mut rows = Vec::with_capacity(attempts.len());
         for attempts in endpoints {
             let webhook = attempts[0].webhook_id.to_string();
-            lock_endpoint(c, &webhook).await?;
+            // The endpoint's row is locked before any of its deliveries, in the strength its
+            // writes need: a failure may count (and disable it), a delivery may reset a count.
+            let delivered = |a: &&AttemptRecord| a.next == NextStep::Delivered;
+            let may_fail = !attempts.iter().all(delivered);
             // `None` when the endpoint was deleted while its attempts ran (its deliveries went
             // with it: nothing left to record).
-            let endpoint: Option<(i32, Option<i64>)> = webhooks::table
-                .find(&webhook)
-                .select((webhooks::consecutive_failures, webhooks::disabled_at))
-                .get_result(c)
-                .await
-                .optional()?;
-            let Some((failures, disabled_at)) = endpoint else {
+            let Some((mut failures, mut disabled_at)) =
+                lock_endpoint(c, &webhook, may_fail).await?
+            else {
                 continue;
             };
+            if !may_fail && failures != 0 {
+                // Deliveries alone, on an endpoint that had failed: they reset its count.
+                let Some(locked) = lock_endpoint(c, &webhook, true).await? else {
+                    continue;
+                };
+                (failures, disabled_at) = locked;
+            }
             let mut endpoint = Endpoint {
                 failures,
                 disabled: disabled_at.is_some(),
@@ -319,4 +340,43 @@ pub(crate) async fn count_pending_deliveries(c: &mut Conn) -> Result<u64, Storag
         .get_result(c)
         .await?;
     Ok(u64::try_from(count).unwrap_or(0))
+}
+
+/// Deletes up to about `limit` deliveries of each ended state (delivered, failed) whose last
+/// attempt began before `before` (an ended delivery's `next_attempt_at`; one never tried, its
+/// endpoint disabled, keeps the time it was due), with their attempts (by cascade). Returns how
+/// many deliveries it deleted.
+pub(crate) async fn delete_deliveries_before(
+    c: &mut Conn,
+    before: i64,
+    limit: i64,
+) -> Result<usize, StorageError> {
+    let mut deleted = 0;
+    for state in [DeliveryState::Delivered, DeliveryState::Failed] {
+        let ended = || {
+            webhook_deliveries::table
+                .filter(webhook_deliveries::state.eq(state.as_str()))
+                .filter(webhook_deliveries::next_attempt_at.lt(before))
+        };
+        let doomed: Vec<(String, String)> = ended()
+            .select((webhook_deliveries::event_id, webhook_deliveries::webhook_id))
+            .limit(limit)
+            .load(c)
+            .await?;
+        if doomed.is_empty() {
+            continue;
+        }
+        let (events, mut endpoints): (Vec<String>, Vec<String>) = doomed.into_iter().unzip();
+        endpoints.sort_unstable();
+        endpoints.dedup();
+        // Pairs of these events and endpoints that were not read are as old and ended too.
+        deleted += diesel::delete(
+            ended()
+                .filter(webhook_deliveries::event_id.eq_any(events))
+                .filter(webhook_deliveries::webhook_id.eq_any(endpoints)),
+        )
+        .execute(c)
+        .await?;
+    }
+    Ok(deleted)
 }

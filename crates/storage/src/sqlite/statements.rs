@@ -48,9 +48,20 @@ where
     c.immediate_transaction(f)
 }
 
-/// SQLite's single writer orders every write: nothing to lock.
-pub(crate) async fn lock_endpoint(_c: &mut Conn, _webhook_id: &str) -> QueryResult<()> {
-    Ok(())
+/// Reads an endpoint's count of consecutive failures and when it was disabled (`None`: it is
+/// gone). SQLite's single writer orders every write: nothing to lock.
+pub(crate) async fn lock_endpoint(
+    c: &mut Conn,
+    webhook_id: &str,
+    _to_write: bool,
+) -> QueryResult<Option<(i32, Option<i64>)>> {
+    use crate::schema::webhooks;
+    webhooks::table
+        .find(webhook_id)
+        .select((webhooks::consecutive_failures, webhooks::disabled_at))
+        .get_result(c)
+        .await
+        .optional()
 }
 
 /// The active endpoints of `workspaces`; SQLite's single writer orders every write, and the

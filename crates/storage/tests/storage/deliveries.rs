@@ -2,7 +2,8 @@ use std::time::Duration;
 
 use shortlink_domain::{
     AttemptRecord, ClaimedDelivery, ClickInfo, DeliveryCursor, DeliveryQueue, DeliveryState,
-    EventKind, NextStep, Timestamp, Webhook, WebhookId, WebhookSecret, WebhookTarget, Workspace,
+    EventKind, InFlight, NextStep, Timestamp, Webhook, WebhookId, WebhookSecret, WebhookTarget,
+    Workspace,
 };
 use shortlink_storage::{ClickBatch, ClickEvent, LinkClicks, Store};
 
@@ -37,6 +38,11 @@ async fn delivered(store: &Store, c: &ClaimedDelivery) {
         }])
         .await
         .unwrap();
+}
+
+/// No endpoint busy, and no bound on any.
+fn anyone() -> InFlight {
+    InFlight::new(usize::MAX)
 }
 
 fn later() -> Timestamp {
@@ -162,12 +168,16 @@ each_backend!(claims_lease_and_attempts_move_deliveries_on, |store| {
     create(&store, new_link(&acme, Some("b"), "https://example.com/")).await;
 
     let now = Timestamp::now();
-    let claimed = store.claim_due(now, 10, later()).await.unwrap();
+    let claimed = store.claim_due(now, 10, later(), &anyone()).await.unwrap();
     assert_eq!(claimed.len(), 2);
     assert_eq!(claimed[0].target.as_str(), "https://hooks.example.com/in");
     assert_eq!(claimed[0].secret, hook.secret);
     assert!(
-        store.claim_due(now, 10, later()).await.unwrap().is_empty(),
+        store
+            .claim_due(now, 10, later(), &anyone())
+            .await
+            .unwrap()
+            .is_empty(),
         "leased deliveries are not claimed twice"
     );
 
@@ -227,19 +237,26 @@ each_backend!(claims_lease_and_attempts_move_deliveries_on, |store| {
 
     assert!(
         store
-            .claim_due(Timestamp::now(), 10, later())
+            .claim_due(Timestamp::now(), 10, later(), &anyone())
             .await
             .unwrap()
             .is_empty(),
         "retry not yet due"
     );
-    let due_again = store.claim_due(retry_at, 10, later()).await.unwrap();
+    let due_again = store
+        .claim_due(retry_at, 10, later(), &anyone())
+        .await
+        .unwrap();
     assert_eq!(due_again.len(), 1);
     assert_eq!(due_again[0].delivery.event_id, first.event_id);
 
     store.release(first.event_id, hook.id).await.unwrap();
     assert_eq!(
-        store.claim_due(retry_at, 10, later()).await.unwrap().len(),
+        store
+            .claim_due(retry_at, 10, later(), &anyone())
+            .await
+            .unwrap()
+            .len(),
         1,
         "a released delivery is claimable at once"
     );
@@ -257,7 +274,7 @@ each_backend!(
             .collect();
         store.create_links(batch, &base()).await.unwrap();
         let claimed = store
-            .claim_due(Timestamp::now(), n as i64 + 2, later())
+            .claim_due(Timestamp::now(), n as i64 + 2, later(), &anyone())
             .await
             .unwrap();
         assert_eq!(claimed.len(), n + 2);
@@ -324,7 +341,7 @@ each_backend!(
         create(&store, new_link(&acme, None, "https://example.com/after")).await;
         assert!(
             store
-                .claim_due(Timestamp::now(), 100, later())
+                .claim_due(Timestamp::now(), 100, later(), &anyone())
                 .await
                 .unwrap()
                 .is_empty()
@@ -341,7 +358,12 @@ each_backend!(concurrent_claims_never_share_a_delivery, |store| {
     store.create_links(batch, &base()).await.unwrap();
     let claims = (0..6).map(|_| {
         let store = store.clone();
-        tokio::spawn(async move { store.claim_due(Timestamp::now(), 7, later()).await.unwrap() })
+        tokio::spawn(async move {
+            store
+                .claim_due(Timestamp::now(), 7, later(), &anyone())
+                .await
+                .unwrap()
+        })
     });
     let mut ids = Vec::new();
     for claim in claims {
@@ -371,7 +393,9 @@ async fn a_claim_waits_for_another_connections_write_instead_of_failing() {
     create(&store, new_link(&acme, Some("a"), "https://example.com/")).await;
 
     let other = write_elsewhere(&db, Duration::from_millis(300));
-    let claimed = store.claim_due(Timestamp::now(), 10, later()).await;
+    let claimed = store
+        .claim_due(Timestamp::now(), 10, later(), &anyone())
+        .await;
     other.join().unwrap();
     assert_eq!(claimed.unwrap().len(), 1);
 }
@@ -389,7 +413,7 @@ async fn recording_attempts_waits_for_another_connections_write_instead_of_faili
     let hook = webhook(&store, &acme, &[EventKind::LinkCreated]).await;
     create(&store, new_link(&acme, Some("a"), "https://example.com/")).await;
     let claimed = store
-        .claim_due(Timestamp::now(), 10, later())
+        .claim_due(Timestamp::now(), 10, later(), &anyone())
         .await
         .unwrap();
     assert_eq!(claimed.len(), 1);
@@ -432,7 +456,10 @@ each_backend!(
             create(&store, new_link(&acme, Some(slug), "https://example.com/")).await;
         }
         // Two of them delivered, in a known order of event ids.
-        let claimed = store.claim_due(Timestamp::now(), 2, later()).await.unwrap();
+        let claimed = store
+            .claim_due(Timestamp::now(), 2, later(), &anyone())
+            .await
+            .unwrap();
         assert_eq!(claimed.len(), 2);
         for c in &claimed {
             delivered(&store, c).await;
@@ -546,7 +573,7 @@ async fn a_delivered_attempt_leaves_a_healthy_endpoint_row_alone() {
         .collect();
     store.create_links(batch, &base()).await.unwrap();
     let claimed = store
-        .claim_due(Timestamp::now(), 100, later())
+        .claim_due(Timestamp::now(), 100, later(), &anyone())
         .await
         .unwrap();
     assert_eq!(claimed.len(), 3);
@@ -573,7 +600,7 @@ each_backend!(
         create(&store, new_link(&globex, None, "https://example.com/g")).await;
 
         let now = Timestamp::now();
-        let first = store.claim_due(now, 8, later()).await.unwrap();
+        let first = store.claim_due(now, 8, later(), &anyone()).await.unwrap();
         let to = |hook: &Webhook| {
             first
                 .iter()
@@ -589,7 +616,7 @@ each_backend!(
         let mut seen: std::collections::HashSet<_> =
             first.iter().map(|c| c.delivery.event_id).collect();
         loop {
-            let more = store.claim_due(now, 8, later()).await.unwrap();
+            let more = store.claim_due(now, 8, later(), &anyone()).await.unwrap();
             if more.is_empty() {
                 break;
             }
@@ -627,3 +654,170 @@ each_backend!(
         assert_eq!(store.pending_deliveries().await.unwrap(), 0);
     }
 );
+
+/// Two instances recording failed attempts of one endpoint at once, the second batch taking the
+/// endpoint past its limit: the disabling batch failed every pending delivery while the other
+/// held one of them and waited for the endpoint's row, which the first held (PostgreSQL found
+/// the deadlock and aborted a batch, whose deliveries then went out again a minute later).
+#[tokio::test]
+async fn two_instances_recording_failures_of_one_endpoint_do_not_deadlock() {
+    let Some(db) =
+        TestDatabase::postgres("two_instances_recording_failures_of_one_endpoint_do_not_deadlock")
+            .await
+    else {
+        return;
+    };
+    let (one, two) = (db.store().await, db.store().await);
+    let acme = workspace(&one, "acme").await;
+    let n = shortlink_domain::MAX_CONSECUTIVE_FAILURES as usize;
+    for round in 0..5 {
+        let hook = webhook(&one, &acme, &[EventKind::LinkCreated]).await;
+        let batch = (0..2 * n + 4)
+            .map(|i| new_link(&acme, None, &format!("https://example.com/{round}/{i}")))
+            .collect();
+        one.create_links(batch, &base()).await.unwrap();
+        let failed = |claimed: Vec<ClaimedDelivery>| {
+            claimed
+                .into_iter()
+                .map(|c| AttemptRecord {
+                    event_id: c.delivery.event_id,
+                    webhook_id: c.delivery.webhook_id,
+                    started_at: Timestamp::now(),
+                    duration_ms: 1,
+                    status_code: None,
+                    error: Some("connection refused".into()),
+                    next: NextStep::Failed,
+                })
+                .collect::<Vec<_>>()
+        };
+        let first = failed(
+            one.claim_due(Timestamp::now(), n as i64, later(), &anyone())
+                .await
+                .unwrap(),
+        );
+        let second = failed(
+            two.claim_due(Timestamp::now(), n as i64, later(), &anyone())
+                .await
+                .unwrap(),
+        );
+        assert_eq!((first.len(), second.len()), (n, n));
+        let (a, b) = tokio::join!(one.record_attempts(&first), two.record_attempts(&second));
+        a.unwrap();
+        b.unwrap();
+        let now = one.get_webhook(acme.id, hook.id).await.unwrap().unwrap();
+        assert!(now.disabled_at.is_some(), "round {round}");
+        assert_eq!(now.consecutive_failures, 2 * n as i32, "round {round}");
+        one.delete_webhook(acme.id, hook.id).await.unwrap();
+    }
+}
+
+each_backend!(ended_deliveries_past_retention_are_forgotten, |store| {
+    let acme = workspace(&store, "acme").await;
+    let hook = webhook(&store, &acme, &[EventKind::LinkCreated]).await;
+    let batch = (0..7)
+        .map(|i| new_link(&acme, None, &format!("https://example.com/{i}")))
+        .collect();
+    store.create_links(batch, &base()).await.unwrap();
+    let claimed = store
+        .claim_due(Timestamp::now(), 6, later(), &anyone())
+        .await
+        .unwrap();
+    assert_eq!(claimed.len(), 6);
+    let week = Duration::from_secs(7 * 24 * 60 * 60);
+    let (long_ago, lately) = (
+        Timestamp::now().minus(week * 2),
+        Timestamp::now().minus(week / 2),
+    );
+    // Delivered and failed, long ago and lately; one retried; one never claimed.
+    let outcomes = [
+        (long_ago, NextStep::Delivered),
+        (long_ago, NextStep::Delivered),
+        (long_ago, NextStep::Failed),
+        (lately, NextStep::Delivered),
+        (lately, NextStep::Failed),
+        (long_ago, NextStep::RetryAt(Timestamp::now())),
+    ];
+    let records: Vec<AttemptRecord> = claimed
+        .iter()
+        .zip(outcomes)
+        .map(|(c, (started_at, next))| AttemptRecord {
+            event_id: c.delivery.event_id,
+            webhook_id: hook.id,
+            started_at,
+            duration_ms: 1,
+            status_code: Some(if next == NextStep::Delivered {
+                204
+            } else {
+                500
+            }),
+            error: None,
+            next,
+        })
+        .collect();
+    store.record_attempts(&records).await.unwrap();
+
+    let forgotten = store
+        .forget_deliveries(Timestamp::now().minus(week), 1)
+        .await
+        .unwrap();
+    assert_eq!(forgotten, 3, "the three that ended a fortnight ago");
+    let left = store
+        .list_deliveries(acme.id, hook.id, 100)
+        .await
+        .unwrap()
+        .unwrap();
+    let state_of = |c: &ClaimedDelivery| {
+        left.iter()
+            .find(|d| d.event_id == c.delivery.event_id)
+            .map(|d| d.state)
+    };
+    let expected = [
+        None,
+        None,
+        None,
+        Some(DeliveryState::Delivered),
+        Some(DeliveryState::Failed),
+        Some(DeliveryState::Pending),
+    ];
+    for (c, expected) in claimed.iter().zip(expected) {
+        assert_eq!(state_of(c), expected);
+    }
+    assert_eq!(left.len(), 4, "and the one never claimed");
+    assert_eq!(
+        store
+            .forget_deliveries(Timestamp::now().minus(week), 1)
+            .await
+            .unwrap(),
+        0
+    );
+});
+
+each_backend!(a_claim_gives_no_endpoint_more_than_its_room, |store| {
+    let acme = workspace(&store, "acme").await;
+    let slow = webhook(&store, &acme, &[EventKind::LinkCreated]).await;
+    let fast = webhook(&store, &acme, &[EventKind::LinkCreated]).await;
+    let links = (0..10).map(|i| new_link(&acme, None, &format!("https://example.com/{i}")));
+    store.create_links(links.collect(), &base()).await.unwrap();
+    let to = |claimed: &[ClaimedDelivery], hook: &Webhook| {
+        claimed
+            .iter()
+            .filter(|c| c.delivery.webhook_id == hook.id)
+            .count()
+    };
+    // The slow endpoint has all 3 of its slots busy: the claim is the fast one's alone.
+    let mut in_flight = InFlight::new(3);
+    in_flight.busy.insert(slow.id, 3);
+    let claimed = store
+        .claim_due(Timestamp::now(), 8, later(), &in_flight)
+        .await
+        .unwrap();
+    assert_eq!((to(&claimed, &slow), to(&claimed, &fast)), (0, 3));
+    // One of its slots free, and plenty of room for the other: one, and the rest.
+    let mut in_flight = InFlight::new(10);
+    in_flight.busy.insert(slow.id, 9);
+    let claimed = store
+        .claim_due(Timestamp::now(), 8, later(), &in_flight)
+        .await
+        .unwrap();
+    assert_eq!((to(&claimed, &slow), to(&claimed, &fast)), (1, 7));
+});

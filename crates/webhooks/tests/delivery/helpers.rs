@@ -9,7 +9,8 @@ use std::time::Duration;
 use actix_web::{App, HttpRequest, HttpResponse, HttpServer, web};
 use shortlink_domain::{
     AttemptRecord, ClaimedDelivery, Delivery, DeliveryQueue, DeliveryState, Event, EventKind,
-    LinkId, LinkView, MessageId, NextStep, Timestamp, WebhookId, WebhookSecret, WebhookTarget,
+    InFlight, LinkId, LinkView, MessageId, NextStep, Timestamp, WebhookId, WebhookSecret,
+    WebhookTarget,
 };
 use tokio::sync::{Notify, Semaphore};
 
@@ -296,9 +297,17 @@ impl MemoryQueue {
         self.state.lock().unwrap().released.clone()
     }
 
-    fn take_due(&self, now: Timestamp, limit: i64, lease_until: Timestamp) -> Vec<ClaimedDelivery> {
+    /// Due deliveries in the order they were pushed, up to `limit` and each endpoint's room.
+    fn take_due(
+        &self,
+        now: Timestamp,
+        limit: i64,
+        lease_until: Timestamp,
+        in_flight: &InFlight,
+    ) -> Vec<ClaimedDelivery> {
         let mut state = self.state.lock().unwrap();
         let limit = usize::try_from(limit).unwrap();
+        let mut room = std::collections::HashMap::new();
         let mut out = Vec::new();
         for row in &mut state.rows {
             if out.len() == limit {
@@ -306,7 +315,11 @@ impl MemoryQueue {
             }
             let d = &row.claimed.delivery;
             let free = row.leased_until.is_none_or(|until| until <= now);
-            if d.state == DeliveryState::Pending && d.next_attempt_at <= now && free {
+            let room = room
+                .entry(d.webhook_id)
+                .or_insert_with(|| in_flight.room(d.webhook_id));
+            if d.state == DeliveryState::Pending && d.next_attempt_at <= now && free && *room > 0 {
+                *room -= 1;
                 row.leased_until = Some(lease_until);
                 out.push(row.claimed.clone());
             }
@@ -323,6 +336,7 @@ impl DeliveryQueue for MemoryQueue {
         now: Timestamp,
         limit: i64,
         lease_until: Timestamp,
+        in_flight: &InFlight,
     ) -> Result<Vec<ClaimedDelivery>, Unavailable> {
         self.claims.fetch_add(1, Ordering::SeqCst);
         self.claim_entered.notify_one();
@@ -332,7 +346,7 @@ impl DeliveryQueue for MemoryQueue {
         if failing.is_ok() {
             return Err(Unavailable);
         }
-        let batch = self.take_due(now, limit, lease_until);
+        let batch = self.take_due(now, limit, lease_until, in_flight);
         if let Some(gate) = &self.claim_gate {
             gate.acquire().await.unwrap().forget();
         }

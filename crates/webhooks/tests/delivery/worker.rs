@@ -349,3 +349,48 @@ async fn runs_no_more_attempts_at_once_than_its_concurrency() {
     assert_eq!(receiver.received().len(), 5);
     worker.stop().await;
 }
+
+/// An endpoint that takes long to answer holds its attempts' slots: bounded per endpoint, it
+/// leaves the other endpoints the rest, where it used to fill every slot and hold them to its
+/// pace.
+#[tokio::test]
+async fn a_slow_endpoint_takes_no_more_than_its_share_of_the_slots() {
+    let gate = Arc::new(Semaphore::new(0));
+    let slow = Receiver::start(Behaviour::Gated(Arc::clone(&gate)));
+    let fast = Receiver::start(Behaviour::Status(204));
+    let queue = MemoryQueue::new();
+    let to = |receiver: &Receiver| {
+        let first = claimed(&receiver.url("/"));
+        move || {
+            let mut c = claimed(first.target.as_str());
+            c.delivery.webhook_id = first.delivery.webhook_id;
+            c
+        }
+    };
+    // The slow endpoint's backlog first, so that a claim in order would take only its.
+    let (to_slow, to_fast) = (to(&slow), to(&fast));
+    for _ in 0..20 {
+        queue.push(to_slow());
+    }
+    for _ in 0..20 {
+        queue.push(to_fast());
+    }
+    let worker = start(
+        &queue,
+        WorkerConfig {
+            concurrency: 8,
+            per_endpoint: 4,
+            ..config("1s")
+        },
+    );
+
+    fast.wait_for(20, WITHIN).await;
+    assert_eq!(
+        slow.received().len(),
+        4,
+        "the slow endpoint's share, waiting"
+    );
+    gate.add_permits(20);
+    slow.wait_for(20, WITHIN).await;
+    worker.stop().await;
+}
