@@ -22,10 +22,13 @@ use crate::pool::build;
 /// of a many-row `UPDATE` is kept in memory rather than in a temporary file. Checkpoints are
 /// another thread's work (`checkpoint.rs`); the writer's own threshold is a backstop. All
 /// measured with `just bench` (docs/PERFORMANCE-ROUNDS.md, "What the second round changed, and
-/// why").
+/// why"). The log file keeps its size when it starts over; one a large transaction grew (a
+/// deleted endpoint's deliveries: 150 MB) is cut back to 32 MiB then, twice the size at which
+/// the checkpoint thread starts it over, so the usual log is never cut and grown again.
 const SQLITE_PRAGMAS: &str = concat!(
     "PRAGMA busy_timeout = 5000; PRAGMA foreign_keys = ON; PRAGMA synchronous = NORMAL; ",
-    "PRAGMA cache_size = -16384; PRAGMA temp_store = MEMORY; PRAGMA wal_autocheckpoint = 10000;"
+    "PRAGMA cache_size = -16384; PRAGMA temp_store = MEMORY; PRAGMA wal_autocheckpoint = 10000; ",
+    "PRAGMA journal_size_limit = 33554432;"
 );
 
 /// Reader connections: they cannot write, so a write sent to the wrong pool fails loudly.

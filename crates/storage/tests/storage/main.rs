@@ -9,6 +9,7 @@ mod click_journal;
 mod deliveries;
 mod link_codes;
 mod links;
+mod log_file;
 mod migrations;
 mod partitions;
 mod redirect_index;
