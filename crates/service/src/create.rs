@@ -9,15 +9,16 @@
 //! SQLite has one writer, so one group is written at a time; PostgreSQL writes
 //! [`POSTGRES_WRITERS`] groups side by side, since its transactions run in parallel.
 //!
-//! A group succeeds or fails whole; the links of each request stay in input order, and a slug
-//! taken by an earlier request of the same group is a conflict for the later one, exactly as if
-//! they had been written one after the other.
+//! A group is one transaction; the links of each request stay in input order, and a slug taken
+//! by an earlier request of the same group is a conflict for the later one, exactly as if they
+//! had been written one after the other. A group that fails is written again one request at a
+//! time (unless the database is unavailable), so one request's failure is its own.
 
 use std::sync::Arc;
 
 use shortlink_domain::BaseUrl;
 use shortlink_storage::{
-    CreateOutcome, DatabaseKind, LinkCompletion, NewLink, PlacedCompletion, Store,
+    CreateOutcome, DatabaseKind, LinkCompletion, NewLink, PlacedCompletion, StorageError, Store,
 };
 use shortlink_webhooks::WakeHandle;
 use tokio::sync::{Mutex, mpsc, oneshot};
@@ -39,24 +40,16 @@ struct Job {
     reply: Reply,
 }
 
-/// A group to write: its links, the claims they complete, and each request's count and reply.
+/// A group to write: its requests, in the order they came, and how many links they hold.
 struct Group {
-    links: Vec<NewLink>,
-    completions: Vec<PlacedCompletion>,
-    replies: Vec<(usize, Reply)>,
+    jobs: Vec<Job>,
+    links: usize,
 }
 
 impl Group {
     fn join(&mut self, job: Job) {
-        let start = self.links.len();
-        self.links.extend(job.links);
-        if let Some(completion) = job.completion {
-            self.completions.push(PlacedCompletion {
-                links: start..self.links.len(),
-                completion,
-            });
-        }
-        self.replies.push((self.links.len() - start, job.reply));
+        self.links += job.links.len();
+        self.jobs.push(job);
     }
 }
 
@@ -111,12 +104,11 @@ impl LinkCreator {
 async fn next_group(queue: &Mutex<mpsc::Receiver<Job>>) -> Option<Group> {
     let mut queue = queue.lock().await;
     let mut group = Group {
-        links: Vec::new(),
-        completions: Vec::new(),
-        replies: Vec::new(),
+        jobs: Vec::new(),
+        links: 0,
     };
     group.join(queue.recv().await?);
-    while group.links.len() < MAX_GROUP {
+    while group.links < MAX_GROUP {
         let Ok(job) = queue.try_recv() else { break };
         group.join(job);
     }
@@ -124,29 +116,77 @@ async fn next_group(queue: &Mutex<mpsc::Receiver<Job>>) -> Option<Group> {
 }
 
 /// Writes a group in one transaction and answers each request with its share of the outcomes.
+/// A group that fails for one request's sake (links of a workspace that does not exist, say:
+/// an embedder's call can name any) is written again one request at a time, so that only that
+/// request fails; a database that is unavailable fails them all at once.
 async fn write(store: &Store, base: &BaseUrl, webhooks: &WakeHandle, group: Group) {
-    let Group {
-        links,
-        completions,
-        replies,
-    } = group;
-    match store
-        .create_links_completing(links, base, completions)
-        .await
-    {
-        Ok(outcomes) => {
-            webhooks.wake();
-            let mut outcomes = outcomes.into_iter();
-            for (count, reply) in replies {
-                let _ = reply.send(Ok(outcomes.by_ref().take(count).collect()));
+    let jobs = group.jobs;
+    if jobs.len() > 1 {
+        let requests = jobs
+            .iter()
+            .map(|job| (job.links.clone(), job.completion.clone()))
+            .collect();
+        match commit(store, base, webhooks, requests).await {
+            Ok(outcomes) => {
+                for (job, outcomes) in jobs.into_iter().zip(outcomes) {
+                    let _ = job.reply.send(Ok(outcomes));
+                }
+                return;
             }
-        }
-        Err(e) => {
-            tracing::warn!(error = %e, "link creation failed");
-            let e = std::sync::Arc::new(e);
-            for (_, reply) in replies {
-                let _ = reply.send(Err(ServiceError::Storage(e.clone())));
+            Err(e) if e.is_unavailable() => {
+                tracing::warn!(error = %e, "link creation failed");
+                for job in jobs {
+                    let _ = job.reply.send(Err(ServiceError::Storage(e.clone())));
+                }
+                return;
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, "a group of link creations failed; writing each alone");
             }
         }
     }
+    for job in jobs {
+        let result = commit(store, base, webhooks, vec![(job.links, job.completion)]).await;
+        let _ = job.reply.send(match result {
+            Ok(mut outcomes) => Ok(outcomes.remove(0)),
+            Err(e) => {
+                tracing::warn!(error = %e, "link creation failed");
+                Err(ServiceError::Storage(e))
+            }
+        });
+    }
+}
+
+/// Writes the links of `requests` (each completing its claim) in one transaction; each
+/// request's outcomes, in order.
+async fn commit(
+    store: &Store,
+    base: &BaseUrl,
+    webhooks: &WakeHandle,
+    requests: Vec<(Vec<NewLink>, Option<LinkCompletion>)>,
+) -> Result<Vec<Vec<CreateOutcome>>, Arc<StorageError>> {
+    let mut links = Vec::new();
+    let mut completions = Vec::new();
+    let mut counts = Vec::with_capacity(requests.len());
+    for (request, completion) in requests {
+        let start = links.len();
+        links.extend(request);
+        if let Some(completion) = completion {
+            completions.push(PlacedCompletion {
+                links: start..links.len(),
+                completion,
+            });
+        }
+        counts.push(links.len() - start);
+    }
+    let outcomes = store
+        .create_links_completing(links, base, completions)
+        .await
+        .map_err(Arc::new)?;
+    webhooks.wake();
+    let mut outcomes = outcomes.into_iter();
+    Ok(counts
+        .into_iter()
+        .map(|count| outcomes.by_ref().take(count).collect())
+        .collect())
 }

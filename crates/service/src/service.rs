@@ -261,9 +261,11 @@ impl Service {
         Ok(inner.clicks.flush(&inner.store, base, &inner.wake).await?)
     }
 
-    /// Creates links on the service's domain in one transaction shared with concurrent
-    /// creations (group commit, see `create.rs`), each succeeding or failing on its own;
-    /// outcomes in input order. The cache forgets what it knew of the new codes.
+    /// Creates links in one transaction shared with concurrent creations (group commit, see
+    /// `create.rs`), each request succeeding or failing on its own; outcomes in input order.
+    /// The cache forgets what it knew of the new codes. Each link's `domain` is the caller's to
+    /// set: [`Service::resolve`] answers for the service's own domain (its base URL's) only,
+    /// and the links of a workspace that does not exist are refused by the store.
     pub async fn create_links(
         &self,
         links: Vec<NewLink>,

@@ -288,7 +288,7 @@ async fn a_storage_failure_is_a_service_error() {
     let db = TestDatabase::sqlite();
     let store = db.store().await;
     let service = Service::new(store, ServiceSettings::new(base())).unwrap();
-    // No such workspace: the foreign key refuses the link, and the whole group fails.
+    // No such workspace: the foreign key refuses the link.
     let orphan = Workspace {
         id: WorkspaceId::generate(),
         name: "ghost".into(),
@@ -302,4 +302,36 @@ async fn a_storage_failure_is_a_service_error() {
         panic!("a storage error, not {failed:?}")
     };
     assert!(!e.is_unavailable(), "{e}");
+}
+
+/// Creations written together fail each on its own: one of a workspace that does not exist
+/// failed every creation of its group.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_creation_that_fails_fails_alone() {
+    for (_db, service, _) in services("a_creation_that_fails_fails_alone").await {
+        let acme = workspace(service.store()).await;
+        let orphan = Workspace {
+            id: WorkspaceId::generate(),
+            name: "ghost".into(),
+            rate_limit: RateLimit::default(),
+            created_at: Timestamp::now(),
+        };
+        let creations = (0..40).map(|i| {
+            let owner = if i == 20 { &orphan } else { &acme };
+            let link = new_link(owner, &format!("s{i}"), "https://example.com/");
+            service.create_links(vec![link])
+        });
+        let results = futures_util::future::join_all(creations).await;
+        for (i, result) in results.iter().enumerate() {
+            match (i, result) {
+                (20, Err(ServiceError::Storage(e))) => assert!(!e.is_unavailable(), "{e}"),
+                (20, other) => panic!("the orphan's creation: {other:?}"),
+                (_, Ok(outcomes)) => assert!(
+                    matches!(outcomes[..], [CreateOutcome::Created(_)]),
+                    "{i}: {outcomes:?}"
+                ),
+                (_, Err(e)) => panic!("{i} failed with the orphan: {e}"),
+            }
+        }
+    }
 }
