@@ -40,6 +40,11 @@ pub struct Config {
     pub workers: Option<usize>,
     /// Whether to create the `default` workspace and print its key when there is no workspace.
     pub first_run_banner: bool,
+    /// Whether SIGTERM and SIGINT stop the server gracefully and SIGQUIT at once (the binary's
+    /// way; true by default). Listening takes the signals over for the whole process, for good
+    /// (their default action, ending it, no longer applies): a program that embeds the server and
+    /// handles signals itself sets this false and stops it through [`crate::Application::handle`].
+    pub stop_on_signals: bool,
     /// Where `/` sends visitors instead of serving the dashboard.
     pub root_redirect: Option<RootRedirect>,
     /// Log redirects (and every other request outside the API) at `info` instead of `debug`.
@@ -58,13 +63,13 @@ pub struct Config {
     pub analytics: bool,
     /// How long click events are kept; `None`: forever.
     pub analytics_retention: Option<Duration>,
+    /// How long ended webhook deliveries are kept; `None`: forever.
+    pub delivery_retention: Option<Duration>,
     /// What time it is for links' expiry: the system's clock (an embedding test sets its own;
     /// not a command-line option).
     pub clock: shortlink_service::Clock,
 }
 
-    /// How long ended webhook deliveries are kept; `None`: forever.
-    pub delivery_retention: Option<Duration>,
 impl Config {
     /// The defaults of the command line for `database_url`: each the default of the crate
     /// that uses the setting, so that it is written once.
@@ -82,6 +87,7 @@ impl Config {
             click_fold_interval: server.click_fold_interval,
             workers: None,
             first_run_banner: true,
+            stop_on_signals: true,
             root_redirect: None,
             log_redirects: false,
             metrics_listen: None,
@@ -91,8 +97,8 @@ impl Config {
             redis_url: None,
             analytics: true,
             analytics_retention: Some(shortlink_service::ANALYTICS_RETENTION),
+            delivery_retention: Some(shortlink_service::DELIVERY_RETENTION),
             clock: shortlink_service::Clock::system(),
         }
     }
 }
-            delivery_retention: Some(shortlink_service::DELIVERY_RETENTION),

@@ -40,7 +40,8 @@ pub struct Application {
 
 impl Application {
     /// Connects and migrates the database, binds the listener, and on first run creates the
-    /// `default` workspace with a key.
+    /// `default` workspace with a key. Unless [`Config::stop_on_signals`] is false, it takes
+    /// SIGTERM, SIGINT and SIGQUIT over for the process (see there).
     pub async fn build(config: Config) -> anyhow::Result<Self> {
         // What needs no database comes first: a mistyped flag stops the server before it creates
         // or migrates a database.
@@ -113,8 +114,8 @@ impl Application {
                 analytics: config.analytics,
                 geoip,
                 analytics_retention: config.analytics_retention,
-                clock: config.clock.clone(),
                 delivery_retention: config.delivery_retention,
+                clock: config.clock.clone(),
                 ..ServiceSettings::new(base_url.clone())
             },
         )?;
@@ -131,7 +132,7 @@ impl Application {
         let access_log = shortlink_http::middleware::AccessLog {
             redirects_at_info: config.log_redirects,
         };
-        let signals = StopSignals::listen();
+        let signals = config.stop_on_signals.then(StopSignals::listen).flatten();
         let mut server = HttpServer::new(move || {
             let state = state.clone();
             let metrics = metrics.clone();
@@ -184,8 +185,9 @@ impl Application {
         self.server.handle()
     }
 
-    /// Serves until SIGTERM, SIGINT or [`ServerHandle::stop`]; then lets requests in flight
-    /// finish, writes every pending click, and lets webhook attempts in flight finish.
+    /// Serves until SIGTERM, SIGINT (when it listens for them) or [`ServerHandle::stop`]; then
+    /// lets requests in flight finish, writes every pending click, and lets webhook attempts in
+    /// flight finish.
     pub async fn run_until_stopped(self) -> anyhow::Result<()> {
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let background = {

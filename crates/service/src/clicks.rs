@@ -187,7 +187,8 @@ pub(crate) struct ClickCounter {
     turn: tokio::sync::Mutex<()>,
 }
 
-/// See [`ClickCounter::observe_flushes`].
+/// Told the clicks written and the time taken by every flush that writes some; see
+/// [`crate::Service::observe_flushes`].
 pub type FlushObserver = Arc<dyn Fn(u64, Duration) + Send + Sync>;
 
 impl ClickCounter {

@@ -189,6 +189,10 @@ impl Store {
     /// `postgres://…`. Connections are made lazily. Nothing else: [`Store::open`] is this and
     /// every step a store needs before use; this alone is for a tool that migrates on its own
     /// command ([`Store::migrate`]).
+    ///
+    /// Call it within a tokio runtime, which the store then uses for its connections and its
+    /// database work for good: once that runtime is shut down, every call fails
+    /// ([`StorageError::Unavailable`], "task … was cancelled"), whichever runtime makes it.
     pub fn connect(url: &str, options: PoolOptions) -> Result<Self, StorageError> {
         let runtime = tokio::runtime::Handle::try_current().ok();
         let backend = if url.starts_with("postgres://") || url.starts_with("postgresql://") {

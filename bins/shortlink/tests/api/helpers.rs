@@ -129,6 +129,8 @@ impl TestApp {
             }),
             listen: "127.0.0.1:0".into(),
             first_run_banner: false,
+            // The tests' process is the harness's: its signals are not the server's.
+            stop_on_signals: false,
             webhook_allow_private_targets: setup.allow_private_targets,
             workers: Some(1),
             max_connections: 4,

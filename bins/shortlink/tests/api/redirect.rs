@@ -145,6 +145,7 @@ async fn a_second_server_on_the_same_sqlite_file_does_not_start() {
     let config = Config {
         listen: "127.0.0.1:0".into(),
         first_run_banner: false,
+        stop_on_signals: false,
         ..Config::new(app.db.url.clone())
     };
     let refused = Application::build(config)

@@ -59,7 +59,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
 }
 
 /// The range and filters both endpoints take (read from the same query string as each
-/// endpoint's own parameters; any other parameter is refused, see [`parse`]).
+/// endpoint's own parameters; any other parameter is refused).
 #[derive(Debug, Deserialize, IntoParams)]
 #[serde(rename_all = "camelCase")]
 #[into_params(parameter_in = Query)]
