@@ -320,8 +320,10 @@ impl Store {
         }
     }
 
-    /// Creates a workspace; a taken name is [`StorageError::AlreadyExists`].
+    /// Creates a workspace; a taken name is [`StorageError::AlreadyExists`], one the domain
+    /// refuses ([`Workspace::validate_name`]) [`StorageError::Invalid`].
     pub async fn create_workspace(&self, workspace: &Workspace) -> Result<(), StorageError> {
+        Workspace::validate_name(&workspace.name).map_err(StorageError::Invalid)?;
         let workspace = workspace.clone();
         self.detached(|s| async move { dispatch!(s, write, insert_workspace(&workspace)) })
             .await
@@ -354,12 +356,14 @@ impl Store {
             .await
     }
 
-    /// Stores a key's record and the hash of its secret.
+    /// Stores a key's record and the hash of its secret; a name the domain refuses
+    /// ([`ApiKey::validate_name`]) is [`StorageError::Invalid`].
     pub async fn create_api_key(
         &self,
         key: &ApiKey,
         hash: &ApiKeyHash,
     ) -> Result<(), StorageError> {
+        ApiKey::validate_name(&key.name).map_err(StorageError::Invalid)?;
         let (key, hash) = (key.clone(), hash.clone());
         self.detached(|s| async move { dispatch!(s, write, insert_api_key(&key, &hash)) })
             .await
@@ -760,13 +764,19 @@ impl Store {
             .await
     }
 
-    /// Clicks and unique visitors by `dimension`, most clicks first, at most `limit` groups.
+    /// Clicks and unique visitors by `dimension`, most clicks first, at most `limit` groups (at
+    /// least one: otherwise [`StorageError::Invalid`]).
     pub async fn analytics_breakdown(
         &self,
         filter: &EventFilter,
         dimension: Dimension,
         limit: i64,
     ) -> Result<Vec<Tally>, StorageError> {
+        if limit < 1 {
+            return Err(StorageError::Invalid(
+                "a breakdown's limit must be at least 1",
+            ));
+        }
         let filter = filter.clone();
         self.detached(|s| async move {
             dispatch!(s, read, analytics_breakdown(&filter, dimension, limit))
@@ -777,13 +787,18 @@ impl Store {
     /// Clicks and unique visitors of the events `filter` selects in buckets of `width` ms from
     /// `origin` (at or before `filter.start`: a first bucket may begin before the range, and
     /// counts only the range's part of it), keyed by bucket number (0 for the first); buckets
-    /// without events are left out.
+    /// without events are left out. A `width` under 1 ms is [`StorageError::Invalid`].
     pub async fn analytics_series(
         &self,
         filter: &EventFilter,
         origin: i64,
         width: i64,
     ) -> Result<Vec<Tally<i64>>, StorageError> {
+        if width < 1 {
+            return Err(StorageError::Invalid(
+                "a series' buckets must be at least 1 ms wide",
+            ));
+        }
         let filter = filter.clone();
         self.detached(
             |s| async move { dispatch!(s, read, analytics_series(&filter, origin, width)) },

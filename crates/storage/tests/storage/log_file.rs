@@ -34,11 +34,10 @@ async fn a_log_grown_by_a_large_transaction_is_cut_back() {
 
     // The checkpoint thread copies the log back and lets the next write start it over.
     let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let id = WorkspaceId::generate();
+    for n in 0.. {
         let workspace = Workspace {
-            id,
-            name: id.to_string(),
+            id: WorkspaceId::generate(),
+            name: format!("w{n}"),
             rate_limit: RateLimit::new(1).unwrap(),
             created_at: Timestamp::now(),
         };

@@ -1,5 +1,5 @@
-use shortlink_domain::{ApiKeySecret, RateLimit, Timestamp, Workspace, WorkspaceId};
-use shortlink_storage::StorageError;
+use shortlink_domain::{ApiKey, ApiKeySecret, RateLimit, Timestamp, Workspace, WorkspaceId};
+use shortlink_storage::{Dimension, EventFilter, StorageError};
 
 use crate::{api_key, each_backend, workspace};
 
@@ -74,4 +74,51 @@ each_backend!(keys_authenticate_by_hash_until_revoked, |store| {
 
 each_backend!(ping_answers_on_a_live_database, |store| {
     store.ping().await.unwrap();
+});
+
+each_backend!(calls_the_domain_refuses_change_nothing, |store| {
+    let acme = workspace(&store, "acme").await;
+    for name in ["", "two words", "ws_01JD8X3Z6Q9T2V4W5Y7A0B1C2D"] {
+        let named = Workspace {
+            id: WorkspaceId::generate(),
+            name: name.into(),
+            ..acme.clone()
+        };
+        assert!(
+            matches!(
+                store.create_workspace(&named).await,
+                Err(StorageError::Invalid(_))
+            ),
+            "{name:?}"
+        );
+    }
+    assert_eq!(store.list_workspaces().await.unwrap(), vec![acme.clone()]);
+    let (key, secret) = api_key(&store, &acme).await;
+    let unnamed = ApiKey {
+        id: shortlink_domain::ApiKeyId::generate(),
+        name: String::new(),
+        ..key
+    };
+    assert!(matches!(
+        store.create_api_key(&unnamed, &secret.hash()).await,
+        Err(StorageError::Invalid(_))
+    ));
+    assert_eq!(store.list_api_keys(acme.id).await.unwrap().len(), 1);
+
+    let all = EventFilter::between(
+        acme.id,
+        None,
+        Timestamp::from_unix_millis(0),
+        Timestamp::now(),
+    );
+    assert!(matches!(
+        store.analytics_series(&all, 0, 0).await,
+        Err(StorageError::Invalid(_))
+    ));
+    assert!(matches!(
+        store
+            .analytics_breakdown(&all, Dimension::Browser, -1)
+            .await,
+        Err(StorageError::Invalid(_))
+    ));
 });
