@@ -40,6 +40,12 @@ async fn delivered(store: &Store, c: &ClaimedDelivery) {
         .unwrap();
 }
 
+/// Creates `n` links in `ws`: a `link.created` delivery each to every endpoint subscribed.
+async fn create_many(store: &Store, ws: &Workspace, n: usize) {
+    let links = (0..n).map(|_| new_link(ws, None, "https://example.com/"));
+    store.create_links(links.collect(), &base()).await.unwrap();
+}
+
 /// No endpoint busy, and no bound on any.
 fn anyone() -> InFlight {
     InFlight::new(usize::MAX)
@@ -269,10 +275,7 @@ each_backend!(
         let hook = webhook(&store, &acme, &[EventKind::LinkCreated]).await;
         let n = shortlink_domain::MAX_CONSECUTIVE_FAILURES as usize;
         // n to fail, two more in flight when the endpoint is disabled, one never claimed.
-        let batch = (0..n + 3)
-            .map(|i| new_link(&acme, None, &format!("https://example.com/{i}")))
-            .collect();
-        store.create_links(batch, &base()).await.unwrap();
+        create_many(&store, &acme, n + 3).await;
         let claimed = store
             .claim_due(Timestamp::now(), n as i64 + 2, later(), &anyone())
             .await
@@ -352,10 +355,7 @@ each_backend!(
 each_backend!(concurrent_claims_never_share_a_delivery, |store| {
     let acme = workspace(&store, "acme").await;
     webhook(&store, &acme, &[EventKind::LinkCreated]).await;
-    let batch = (0..60)
-        .map(|i| new_link(&acme, None, &format!("https://example.com/{i}")))
-        .collect();
-    store.create_links(batch, &base()).await.unwrap();
+    create_many(&store, &acme, 60).await;
     let claims = (0..6).map(|_| {
         let store = store.clone();
         tokio::spawn(async move {
@@ -568,10 +568,7 @@ async fn a_delivered_attempt_leaves_a_healthy_endpoint_row_alone() {
     let store = db.store().await;
     let acme = workspace(&store, "acme").await;
     let hook = webhook(&store, &acme, &[EventKind::LinkCreated]).await;
-    let batch = (0..3)
-        .map(|i| new_link(&acme, None, &format!("https://example.com/{i}")))
-        .collect();
-    store.create_links(batch, &base()).await.unwrap();
+    create_many(&store, &acme, 3).await;
     let claimed = store
         .claim_due(Timestamp::now(), 100, later(), &anyone())
         .await
@@ -593,8 +590,7 @@ each_backend!(
         let acme = workspace(&store, "acme").await;
         let globex = workspace(&store, "globex").await;
         let busy = webhook(&store, &acme, &[EventKind::LinkCreated]).await;
-        let links = (0..40).map(|i| new_link(&acme, None, &format!("https://example.com/{i}")));
-        store.create_links(links.collect(), &base()).await.unwrap();
+        create_many(&store, &acme, 40).await;
         // Created after the whole backlog, so the oldest due delivery of all is never its.
         let other = webhook(&store, &globex, &[EventKind::LinkCreated]).await;
         create(&store, new_link(&globex, None, "https://example.com/g")).await;
@@ -672,10 +668,7 @@ async fn two_instances_recording_failures_of_one_endpoint_do_not_deadlock() {
     let n = shortlink_domain::MAX_CONSECUTIVE_FAILURES as usize;
     for round in 0..5 {
         let hook = webhook(&one, &acme, &[EventKind::LinkCreated]).await;
-        let batch = (0..2 * n + 4)
-            .map(|i| new_link(&acme, None, &format!("https://example.com/{round}/{i}")))
-            .collect();
-        one.create_links(batch, &base()).await.unwrap();
+        create_many(&one, &acme, 2 * n + 4).await;
         let failed = |claimed: Vec<ClaimedDelivery>| {
             claimed
                 .into_iter()
@@ -714,10 +707,7 @@ async fn two_instances_recording_failures_of_one_endpoint_do_not_deadlock() {
 each_backend!(ended_deliveries_past_retention_are_forgotten, |store| {
     let acme = workspace(&store, "acme").await;
     let hook = webhook(&store, &acme, &[EventKind::LinkCreated]).await;
-    let batch = (0..7)
-        .map(|i| new_link(&acme, None, &format!("https://example.com/{i}")))
-        .collect();
-    store.create_links(batch, &base()).await.unwrap();
+    create_many(&store, &acme, 7).await;
     let claimed = store
         .claim_due(Timestamp::now(), 6, later(), &anyone())
         .await
@@ -796,8 +786,7 @@ each_backend!(a_claim_gives_no_endpoint_more_than_its_room, |store| {
     let acme = workspace(&store, "acme").await;
     let slow = webhook(&store, &acme, &[EventKind::LinkCreated]).await;
     let fast = webhook(&store, &acme, &[EventKind::LinkCreated]).await;
-    let links = (0..10).map(|i| new_link(&acme, None, &format!("https://example.com/{i}")));
-    store.create_links(links.collect(), &base()).await.unwrap();
+    create_many(&store, &acme, 10).await;
     let to = |claimed: &[ClaimedDelivery], hook: &Webhook| {
         claimed
             .iter()
