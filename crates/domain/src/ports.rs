@@ -73,6 +73,17 @@ impl InFlight {
         let busy = self.busy.get(&endpoint).copied().unwrap_or(0);
         self.per_endpoint.saturating_sub(busy)
     }
+
+    /// Whether `claimed` took some endpoint's whole room: that endpoint may have more due.
+    pub fn filled(&self, claimed: &[ClaimedDelivery]) -> bool {
+        let mut taken: HashMap<WebhookId, usize> = HashMap::new();
+        for c in claimed {
+            *taken.entry(c.delivery.webhook_id).or_default() += 1;
+        }
+        taken
+            .into_iter()
+            .any(|(endpoint, n)| n >= self.room(endpoint))
+    }
 }
 
 /// The durable outbox the delivery worker drains.

@@ -175,6 +175,11 @@ impl<Q: DeliveryQueue> DeliveryWorker<Q> {
         // (it filled every free slot), so that a finished attempt should be replaced at once.
         let mut claim_now = true;
         let mut more_due = false;
+        // Whether the last claim left an endpoint at its bound (it may have more due), and the
+        // attempts ended since: its room is claimed again once a claim's worth of it is free,
+        // not one delivery per claim as each attempt ends.
+        let mut held_back = false;
+        let mut ended_since_claim = 0;
         let mut next_poll = Instant::now();
         // Claims failed in a row: an outage is logged at its first failure and once every
         // `CLAIM_FAILURES_LOGGED_EVERY` after, not at every poll.
@@ -185,7 +190,12 @@ impl<Q: DeliveryQueue> DeliveryWorker<Q> {
         loop {
             while let Some(done) = in_flight.try_join_next() {
                 log_panic(done);
+                ended_since_claim += 1;
             }
+            // Ended attempts call for a claim when the last one filled every free slot, or held
+            // an endpoint at its bound and a claim's worth of room has come free since.
+            claim_now |=
+                ended_since_claim > 0 && (more_due || (held_back && ended_since_claim >= claim_at));
             let free = concurrency
                 .saturating_sub(in_flight.len())
                 .min(unrecorded.available_permits());
@@ -195,6 +205,7 @@ impl<Q: DeliveryQueue> DeliveryWorker<Q> {
                 let now = Timestamp::now();
                 let limit = i64::try_from(free).unwrap_or(i64::MAX);
                 let room = busy.in_flight(per_endpoint);
+                ended_since_claim = 0;
                 match queue
                     .claim_due(now, limit, now.plus(config.lease), &room)
                     .await
@@ -205,6 +216,7 @@ impl<Q: DeliveryQueue> DeliveryWorker<Q> {
                             failed_claims = 0;
                         }
                         more_due = batch.len() >= free;
+                        held_back = room.filled(&batch);
                         // The signal may have come while the queue answered; what was claimed
                         // then goes back at once rather than waiting for its lease to end.
                         // `stopping` is false here: the loop ends as soon as it is set.
@@ -254,7 +266,7 @@ impl<Q: DeliveryQueue> DeliveryWorker<Q> {
                 () = shutdown.as_mut() => stopping = true,
                 Some(done) = in_flight.join_next(), if !in_flight.is_empty() => {
                     log_panic(done);
-                    claim_now |= more_due;
+                    ended_since_claim += 1;
                 }
                 () = wake.0.notified() => claim_now = true,
                 // Records written free their permits: like an attempt that ended, a reason to

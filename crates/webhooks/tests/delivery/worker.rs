@@ -394,3 +394,27 @@ async fn a_slow_endpoint_takes_no_more_than_its_share_of_the_slots() {
     slow.wait_for(20, WITHIN).await;
     worker.stop().await;
 }
+
+/// A claim held back by an endpoint's bound leaves it more due: its ended attempts call for the
+/// next claim, as a full claim's do, instead of the next poll.
+#[tokio::test]
+async fn an_endpoint_at_its_bound_is_claimed_again_as_its_attempts_end() {
+    let receiver = Receiver::start(Behaviour::Status(204));
+    let queue = MemoryQueue::new();
+    let first = claimed(&receiver.url("/"));
+    for _ in 0..40 {
+        let mut c = claimed(first.target.as_str());
+        c.delivery.webhook_id = first.delivery.webhook_id;
+        queue.push(c);
+    }
+    let worker = start(
+        &queue,
+        WorkerConfig {
+            concurrency: 8,
+            per_endpoint: 4,
+            ..hourly_poll("1s")
+        },
+    );
+    receiver.wait_for(40, WITHIN).await;
+    worker.stop().await;
+}
