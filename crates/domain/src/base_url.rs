@@ -27,6 +27,8 @@ pub enum BaseUrlError {
 pub struct BaseUrl {
     origin: String,
     scheme_len: usize,
+    /// Where the host ends in `origin` (a port may follow).
+    host_end: usize,
     /// The host as [`comparable_host`] gives it, for the loop check.
     host: String,
 }
@@ -51,6 +53,7 @@ impl BaseUrl {
         Ok(Self {
             origin,
             scheme_len: url.scheme().len() + 3,
+            host_end: url.scheme().len() + 3 + url.host_str().unwrap_or_default().len(),
             host: comparable_host(url.host_str().unwrap_or_default()).into_owned(),
         })
     }
@@ -59,6 +62,12 @@ impl BaseUrl {
     /// base's host, on any port and with or without the DNS root's trailing dot.
     pub fn is_host(&self, host: &str) -> bool {
         comparable_host(host) == self.host
+    }
+
+    /// The host as written in the base (lower-case, an IPv6 address in brackets), without its
+    /// port.
+    pub fn host(&self) -> &str {
+        &self.origin[self.scheme_len..self.host_end]
     }
 
     /// `host[:port]`: the `domain` of links made under this base.
@@ -109,12 +118,16 @@ mod tests {
         let b = BaseUrl::parse("http://127.0.0.1:8080/").unwrap();
         assert_eq!(b.as_str(), "http://127.0.0.1:8080");
         assert_eq!(b.domain(), "127.0.0.1:8080");
+        assert_eq!(b.host(), "127.0.0.1");
         let b = BaseUrl::parse("https://Sho.RT:443").unwrap();
         assert_eq!(b.domain(), "sho.rt");
+        assert_eq!(b.host(), "sho.rt");
         assert_eq!(
             b.short_url(&Slug::parse("abc").unwrap()),
             "https://sho.rt/abc"
         );
+        let b = BaseUrl::parse("http://[::1]:8080").unwrap();
+        assert_eq!((b.domain(), b.host()), ("[::1]:8080", "[::1]"));
     }
 
     #[test]

@@ -240,12 +240,8 @@ fn conventions(op: &mut Operation, by_id: bool) {
 /// acceptable destinations (they would loop).
 fn own_domain_pattern(base: &BaseUrl) -> String {
     // The loop check refuses the host on any port, with or without the root's trailing dot.
-    let domain = base.domain();
-    let host = match domain.rfind(':') {
-        Some(port) if !domain[port..].contains(']') => &domain[..port],
-        _ => domain,
-    };
-    let host: String = host
+    let host: String = base
+        .host()
         .chars()
         .map(|c| match c {
             c if c.is_ascii_alphabetic() => {
