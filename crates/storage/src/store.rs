@@ -840,16 +840,29 @@ impl Store {
         let horizon = keep_after.unix_millis().div_euclid(DAY);
         self.detached(|s| async move { dispatch!(s, write, forget_rollups_before(horizon)) })
             .await?;
+        let before = keep_after.unix_millis();
+        self.delete_in_batches(batch, |s| async move {
+            dispatch!(s, write, delete_events_before(before, batch))
+        })
+        .await
+    }
+
+    /// Runs `delete`, a short transaction deleting up to `batch` rows (of each kind it deletes),
+    /// until a round deletes fewer; returns how many rows it deleted in all.
+    async fn delete_in_batches<F>(
+        &self,
+        batch: i64,
+        delete: impl Fn(Store) -> F,
+    ) -> Result<usize, StorageError>
+    where
+        F: std::future::Future<Output = Result<usize, StorageError>> + Send + 'static,
+    {
+        let full = usize::try_from(batch).unwrap_or(usize::MAX);
         let mut deleted = 0;
         loop {
-            let before = keep_after.unix_millis();
-            let n = self
-                .detached(
-                    |s| async move { dispatch!(s, write, delete_events_before(before, batch)) },
-                )
-                .await?;
+            let n = self.detached(&delete).await?;
             deleted += n;
-            if n < usize::try_from(batch).unwrap_or(usize::MAX) {
+            if n < full {
                 return Ok(deleted);
             }
         }
@@ -950,18 +963,10 @@ impl Store {
         batch: i64,
     ) -> Result<usize, StorageError> {
         let before = before.unix_millis();
-        let mut deleted = 0;
-        loop {
-            let n = self
-                .detached(|s| async move {
-                    dispatch!(s, write, delete_deliveries_before(before, batch))
-                })
-                .await?;
-            deleted += n;
-            if n == 0 {
-                return Ok(deleted);
-            }
-        }
+        self.delete_in_batches(batch, |s| async move {
+            dispatch!(s, write, delete_deliveries_before(before, batch))
+        })
+        .await
     }
 
     /// Deletes idempotency keys past their lifetime; returns how many.
