@@ -7,7 +7,7 @@ use shortlink_domain::{
 };
 use shortlink_storage::{StorageError, Store};
 
-/// Creates a workspace after checking its name and rate.
+/// Creates a workspace after checking its rate (the store checks its name).
 pub async fn create_workspace(
     store: &Store,
     name: &str,
@@ -17,13 +17,12 @@ pub async fn create_workspace(
     match store.create_workspace(&workspace).await {
         Ok(()) => Ok(workspace),
         Err(StorageError::AlreadyExists(_)) => bail!("a workspace named '{name}' already exists"),
-        Err(e) => Err(e.into()),
+        Err(e) => Err(refused(e)),
     }
 }
 
-/// A workspace not yet stored, after checking its name and rate.
+/// A workspace not yet stored, after checking its rate.
 pub fn new_workspace(name: &str, rate_limit: u32) -> anyhow::Result<Workspace> {
-    Workspace::validate_name(name).map_err(anyhow::Error::msg)?;
     Ok(Workspace {
         id: WorkspaceId::generate(),
         name: name.to_owned(),
@@ -59,7 +58,6 @@ pub async fn create_key(
     workspace: &Workspace,
     name: &str,
 ) -> anyhow::Result<(ApiKey, ApiKeySecret)> {
-    ApiKey::validate_name(name).map_err(anyhow::Error::msg)?;
     let secret = ApiKeySecret::generate();
     let key = ApiKey {
         id: ApiKeyId::generate(),
@@ -69,6 +67,18 @@ pub async fn create_key(
         created_at: Timestamp::now(),
         revoked_at: None,
     };
-    store.create_api_key(&key, &secret.hash()).await?;
+    store
+        .create_api_key(&key, &secret.hash())
+        .await
+        .map_err(refused)?;
     Ok((key, secret))
+}
+
+/// A store's error as the command line says it: a name the store refuses by the domain's rules
+/// (`validate_name`) in the rule's own words.
+fn refused(e: StorageError) -> anyhow::Error {
+    match e {
+        StorageError::Invalid(rule) => anyhow::Error::msg(rule),
+        e => e.into(),
+    }
 }

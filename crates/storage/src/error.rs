@@ -25,7 +25,8 @@ pub enum StorageError {
     /// free generated short code after every retry.
     #[error("stored data is malformed: {0}")]
     Corrupt(&'static str),
-    /// A call broke the API's contract (a bug in the caller), and nothing was written.
+    /// A call broke the API's contract (a bug in the caller, or a name the domain's rules
+    /// refuse, in the rule's words), and nothing was written.
     #[error("invalid call: {0}")]
     Invalid(&'static str),
     /// The database URL is not one this crate speaks.
