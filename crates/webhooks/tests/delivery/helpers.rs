@@ -210,6 +210,13 @@ pub fn claimed(target: &str) -> ClaimedDelivery {
     }
 }
 
+/// Another fresh delivery to the endpoint of `to`.
+pub fn claimed_like(to: &ClaimedDelivery) -> ClaimedDelivery {
+    let mut c = claimed(to.target.as_str());
+    c.delivery.webhook_id = to.delivery.webhook_id;
+    c
+}
+
 /// The memory queue's only error: "the database is down".
 #[derive(Debug, thiserror::Error)]
 #[error("queue unavailable")]

@@ -10,7 +10,7 @@ use shortlink_webhooks::{
 use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinHandle;
 
-use crate::helpers::{Behaviour, MemoryQueue, Receiver, claimed, eventually};
+use crate::helpers::{Behaviour, MemoryQueue, Receiver, claimed, claimed_like, eventually};
 
 const WITHIN: Duration = Duration::from_secs(10);
 
@@ -359,21 +359,13 @@ async fn a_slow_endpoint_takes_no_more_than_its_share_of_the_slots() {
     let slow = Receiver::start(Behaviour::Gated(Arc::clone(&gate)));
     let fast = Receiver::start(Behaviour::Status(204));
     let queue = MemoryQueue::new();
-    let to = |receiver: &Receiver| {
-        let first = claimed(&receiver.url("/"));
-        move || {
-            let mut c = claimed(first.target.as_str());
-            c.delivery.webhook_id = first.delivery.webhook_id;
-            c
-        }
-    };
+    let (to_slow, to_fast) = (claimed(&slow.url("/")), claimed(&fast.url("/")));
     // The slow endpoint's backlog first, so that a claim in order would take only its.
-    let (to_slow, to_fast) = (to(&slow), to(&fast));
     for _ in 0..20 {
-        queue.push(to_slow());
+        queue.push(claimed_like(&to_slow));
     }
     for _ in 0..20 {
-        queue.push(to_fast());
+        queue.push(claimed_like(&to_fast));
     }
     let worker = start(
         &queue,
@@ -401,11 +393,9 @@ async fn a_slow_endpoint_takes_no_more_than_its_share_of_the_slots() {
 async fn an_endpoint_at_its_bound_is_claimed_again_as_its_attempts_end() {
     let receiver = Receiver::start(Behaviour::Status(204));
     let queue = MemoryQueue::new();
-    let first = claimed(&receiver.url("/"));
+    let endpoint = claimed(&receiver.url("/"));
     for _ in 0..40 {
-        let mut c = claimed(first.target.as_str());
-        c.delivery.webhook_id = first.delivery.webhook_id;
-        queue.push(c);
+        queue.push(claimed_like(&endpoint));
     }
     let worker = start(
         &queue,
