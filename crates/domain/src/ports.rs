@@ -47,42 +47,68 @@ pub enum NextStep {
     Failed,
 }
 
-/// How many attempts a claim may start per endpoint: each may have at most `per_endpoint` in
-/// flight, of which `busy` are running now (an endpoint not named has none). An attempt holds
-/// its slot until it ends, a slow endpoint's for seconds: shares of each claim alone let such an
-/// endpoint fill the worker's slots and pace every other endpoint by its own slowness.
+/// What a claim may start: the worker runs at most `capacity` attempts at once, of which `busy`
+/// are running now, by endpoint (an endpoint not named has none). An attempt holds its slot until
+/// it ends, a slow endpoint's for seconds, so without a bound such endpoints fill the worker and
+/// pace every other endpoint by their own slowness.
+///
+/// The bound: an endpoint may start another attempt only while its attempts plus all of the
+/// worker's stay within `capacity`. Alone it may hold half the slots; `k` endpoints that hold
+/// theirs (slow ones) settle at a `k + 1`th each, so a `k + 1`th is always left to the others.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct InFlight {
-    /// Most attempts one endpoint may have in flight.
-    pub per_endpoint: usize,
+    /// Most attempts the worker runs at once.
+    pub capacity: usize,
     /// Attempts in flight now, by endpoint.
     pub busy: HashMap<WebhookId, usize>,
 }
 
 impl InFlight {
-    /// Nothing in flight yet; at most `per_endpoint` per endpoint.
-    pub fn new(per_endpoint: usize) -> Self {
+    /// Nothing in flight yet, in a worker of `capacity` slots.
+    pub fn new(capacity: usize) -> Self {
         Self {
-            per_endpoint,
+            capacity,
             busy: HashMap::new(),
         }
     }
 
-    /// How many more attempts `endpoint` may start.
+    /// How many more attempts `endpoint` may start now.
     pub fn room(&self, endpoint: WebhookId) -> usize {
-        let busy = self.busy.get(&endpoint).copied().unwrap_or(0);
-        self.per_endpoint.saturating_sub(busy)
+        let own = self.busy.get(&endpoint).copied().unwrap_or(0);
+        Self::room_of(self.capacity, self.busy.values().sum(), own)
     }
 
-    /// Whether `claimed` took some endpoint's whole room: that endpoint may have more due.
-    pub fn filled(&self, claimed: &[ClaimedDelivery]) -> bool {
-        let mut taken: HashMap<WebhookId, usize> = HashMap::new();
-        for c in claimed {
-            *taken.entry(c.delivery.webhook_id).or_default() += 1;
+    /// How many more attempts an endpoint with `own` attempts in flight may start, while the
+    /// worker of `capacity` slots runs `running` in all (its own included).
+    pub fn room_of(capacity: usize, running: usize, own: usize) -> usize {
+        // Starting `k` more keeps `own + k + running + k` within `capacity`.
+        let room = capacity.saturating_sub(running + own) / 2;
+        // An endpoint with nothing running may always start one while a slot is free (in a
+        // worker of one slot, half of it rounds down to nothing).
+        if own == 0 && running < capacity {
+            room.max(1)
+        } else {
+            room
         }
-        taken
-            .into_iter()
-            .any(|(endpoint, n)| n >= self.room(endpoint))
+    }
+
+    /// Counts `n` more attempts to `endpoint` as started: what a claim took, before the rest of
+    /// the claim asks for room.
+    pub fn start(&mut self, endpoint: WebhookId, n: usize) {
+        if n > 0 {
+            *self.busy.entry(endpoint).or_default() += n;
+        }
+    }
+
+    /// Whether, with `claimed` started too, some endpoint with attempts in flight has no room
+    /// left: it may have more due than it could be given, so its attempts' ends should call for
+    /// another claim (that it got nothing this time does not mean it has nothing due).
+    pub fn filled(&self, claimed: &[ClaimedDelivery]) -> bool {
+        let mut after = self.clone();
+        for c in claimed {
+            after.start(c.delivery.webhook_id, 1);
+        }
+        after.busy.keys().any(|&endpoint| after.room(endpoint) == 0)
     }
 }
 
@@ -117,4 +143,45 @@ pub trait DeliveryQueue: Clone + Send + Sync + 'static {
         event_id: MessageId,
         webhook_id: WebhookId,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_endpoint_alone_may_hold_half_the_slots() {
+        assert_eq!(InFlight::room_of(64, 0, 0), 32);
+        assert_eq!(InFlight::room_of(64, 31, 31), 1);
+        assert_eq!(InFlight::room_of(64, 32, 32), 0);
+    }
+
+    #[test]
+    fn endpoints_that_hold_their_slots_leave_a_share_to_the_others() {
+        // Two endpoints settled at their bound: a third of 63 each, a third left.
+        assert_eq!(InFlight::room_of(63, 42, 21), 0);
+        assert_eq!(InFlight::room_of(63, 42, 0), 10);
+        // Three slow endpoints started one after another: 32, then 16, then 8 of 64.
+        assert_eq!(InFlight::room_of(64, 32, 0), 16);
+        assert_eq!(InFlight::room_of(64, 48, 0), 8);
+    }
+
+    #[test]
+    fn an_endpoint_with_nothing_running_may_start_one_while_a_slot_is_free() {
+        assert_eq!(InFlight::room_of(1, 0, 0), 1);
+        assert_eq!(InFlight::room_of(64, 63, 0), 1);
+        assert_eq!(InFlight::room_of(64, 64, 0), 0);
+        assert_eq!(InFlight::room_of(64, 63, 1), 0);
+    }
+
+    #[test]
+    fn what_a_claim_starts_counts_against_the_rest_of_it() {
+        let (slow, other) = (WebhookId::generate(), WebhookId::generate());
+        let mut in_flight = InFlight::new(8);
+        assert_eq!(in_flight.room(slow), 4);
+        in_flight.start(slow, 4);
+        in_flight.start(other, 0);
+        assert_eq!(in_flight.busy.len(), 1, "starting none counts nothing");
+        assert_eq!((in_flight.room(slow), in_flight.room(other)), (0, 2));
+    }
 }

@@ -24,11 +24,6 @@ use crate::sender::{DEFAULT_REQUEST_TIMEOUT, SenderConfig, SenderError, WebhookS
 pub struct WorkerConfig {
     /// Attempts in flight at once. Default 64; zero counts as one.
     pub concurrency: usize,
-    /// Attempts in flight at once to one endpoint. Default 32, half the default concurrency:
-    /// a slow endpoint's attempts hold their slots for up to the request timeout, and without a
-    /// bound one such endpoint filled the worker and held every other to its pace. Zero counts
-    /// as one.
-    pub per_endpoint: usize,
     /// How long a claimed delivery stays leased to this worker. It must comfortably exceed
     /// `request_timeout`, or another process may claim a delivery whose attempt is still
     /// running and send it twice. Default 60 s.
@@ -49,7 +44,6 @@ impl Default for WorkerConfig {
     fn default() -> Self {
         Self {
             concurrency: 64,
-            per_endpoint: 32,
             lease: Duration::from_secs(60),
             poll_interval: Duration::from_millis(500),
             schedule: RetrySchedule::default(),
@@ -158,11 +152,10 @@ impl<Q: DeliveryQueue> DeliveryWorker<Q> {
             observer,
         } = self;
         let concurrency = config.concurrency.max(1);
-        let per_endpoint = config.per_endpoint.max(1);
         let busy = Busy::default();
-        // Claims wait until this many slots are free (or none is busy): one claim's
-        // transaction then serves several attempts.
-        let claim_at = (concurrency / 4).max(1);
+        // Claims wait until a claim's worth of slots is free (or none is busy): one claim's
+        // transaction then serves several attempts. See `claim_worth`.
+        let quarter = (concurrency / 4).max(1);
         let schedule = Arc::new(config.schedule);
         let unrecorded = Arc::new(Semaphore::new(concurrency + RECORD_BATCH));
         let (records, recorded) = tokio::sync::mpsc::unbounded_channel();
@@ -192,6 +185,7 @@ impl<Q: DeliveryQueue> DeliveryWorker<Q> {
                 log_panic(done);
                 ended_since_claim += 1;
             }
+            let claim_at = claim_worth(quarter, concurrency, in_flight.len());
             // Ended attempts call for a claim when the last one filled every free slot, or held
             // an endpoint at its bound and a claim's worth of room has come free since.
             claim_now |=
@@ -204,7 +198,7 @@ impl<Q: DeliveryQueue> DeliveryWorker<Q> {
                 next_poll = Instant::now() + config.poll_interval;
                 let now = Timestamp::now();
                 let limit = i64::try_from(free).unwrap_or(i64::MAX);
-                let room = busy.in_flight(per_endpoint);
+                let room = busy.in_flight(concurrency);
                 ended_since_claim = 0;
                 match queue
                     .claim_due(now, limit, now.plus(config.lease), &room)
@@ -299,6 +293,14 @@ impl<Q: DeliveryQueue> DeliveryWorker<Q> {
     }
 }
 
+/// How many free slots make a claim worth its transaction, with `running` of `concurrency`
+/// slots busy: a quarter of them, or what an endpoint with nothing running may start now
+/// ([`InFlight::room`]), whichever is less. When slow endpoints hold most slots, a quarter may
+/// never come free, and the others' deliveries would wait for the slow ones' timeouts.
+fn claim_worth(quarter: usize, concurrency: usize, running: usize) -> usize {
+    InFlight::room_of(concurrency, running, 0).clamp(1, quarter)
+}
+
 /// At most one line per this while claims fail (the queue cannot be reached), as the service's
 /// other outage lines.
 const CLAIM_FAILURES_LOGGED_EVERY: Duration = Duration::from_secs(10);
@@ -341,10 +343,10 @@ impl Busy {
         }
     }
 
-    /// What a claim may start now, at most `per_endpoint` per endpoint.
-    fn in_flight(&self, per_endpoint: usize) -> InFlight {
+    /// What a claim may start now, in a worker of `capacity` slots.
+    fn in_flight(&self, capacity: usize) -> InFlight {
         InFlight {
-            per_endpoint,
+            capacity,
             busy: self.counts().clone(),
         }
     }

@@ -9,7 +9,7 @@ use shortlink_domain::{
 
 use super::{Conn, insert_attempts, lock_due, lock_endpoint, write_transaction};
 use crate::StorageError;
-use crate::rows::{AttemptRow, DeliveryRow};
+use crate::rows::{AttemptRow, DeliveryRow, parsed};
 use crate::schema::{webhook_deliveries, webhooks};
 
 /// Leases up to `limit` due deliveries until `lease_until`. A lease that runs out (its worker
@@ -19,7 +19,7 @@ use crate::schema::{webhook_deliveries, webhooks};
 /// deliveries), starting from an endpoint that moves on with the clock, and what shares leave
 /// unused goes, in a second round, to endpoints that had more. So one endpoint's backlog never
 /// holds back another's first delivery for more than a claim. No endpoint gets more than
-/// `in_flight` leaves it room for, so a slow one cannot take every slot. Each endpoint's
+/// `in_flight` leaves it room for, so slow ones cannot take every slot. Each endpoint's
 /// deliveries are leased in one statement.
 pub(crate) async fn claim_due(
     c: &mut Conn,
@@ -43,13 +43,13 @@ pub(crate) async fn claim_due(
         let n = endpoints.len();
         let start = usize::try_from(now.unix_millis()).unwrap_or(0) % n;
         let share = (limit / n).max(1);
-        // What each endpoint may still start; an id that does not parse has nothing running.
-        let mut room: Vec<usize> = endpoints
+        // What is running, with what this claim takes counted as it takes it: an endpoint's
+        // room shrinks as the others' claims fill the worker.
+        let mut in_flight = in_flight.clone();
+        let ids: Vec<WebhookId> = endpoints
             .iter()
-            .map(|(id, _, _)| {
-                WebhookId::parse(id).map_or(in_flight.per_endpoint, |id| in_flight.room(id))
-            })
-            .collect();
+            .map(|(id, _, _)| parsed(WebhookId::parse(id), "webhook id"))
+            .collect::<Result<_, _>>()?;
         // Endpoints that filled their share in the first round, and so may have more.
         let mut more = Vec::new();
         for round in [0, 1] {
@@ -66,14 +66,14 @@ pub(crate) async fn claim_due(
                     0 => share.min(left),
                     _ => left,
                 }
-                .min(room[endpoint]);
+                .min(in_flight.room(ids[endpoint]));
                 if wanted == 0 {
                     continue;
                 }
                 let (id, target, secret) = &endpoints[endpoint];
                 let leased = lease(c, id, now, wanted, lease_until).await?;
-                room[endpoint] -= leased.len();
-                if leased.len() == wanted && room[endpoint] > 0 {
+                in_flight.start(ids[endpoint], leased.len());
+                if leased.len() == wanted && in_flight.room(ids[endpoint]) > 0 {
                     more.push(endpoint);
                 }
                 let target = WebhookTarget::from_trusted(target)

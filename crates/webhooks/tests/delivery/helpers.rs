@@ -314,7 +314,7 @@ impl MemoryQueue {
     ) -> Vec<ClaimedDelivery> {
         let mut state = self.state.lock().unwrap();
         let limit = usize::try_from(limit).unwrap();
-        let mut room = std::collections::HashMap::new();
+        let mut in_flight = in_flight.clone();
         let mut out = Vec::new();
         for row in &mut state.rows {
             if out.len() == limit {
@@ -322,11 +322,9 @@ impl MemoryQueue {
             }
             let d = &row.claimed.delivery;
             let free = row.leased_until.is_none_or(|until| until <= now);
-            let room = room
-                .entry(d.webhook_id)
-                .or_insert_with(|| in_flight.room(d.webhook_id));
-            if d.state == DeliveryState::Pending && d.next_attempt_at <= now && free && *room > 0 {
-                *room -= 1;
+            let room = in_flight.room(d.webhook_id);
+            if d.state == DeliveryState::Pending && d.next_attempt_at <= now && free && room > 0 {
+                in_flight.start(d.webhook_id, 1);
                 row.leased_until = Some(lease_until);
                 out.push(row.claimed.clone());
             }

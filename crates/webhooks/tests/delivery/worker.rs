@@ -371,7 +371,6 @@ async fn a_slow_endpoint_takes_no_more_than_its_share_of_the_slots() {
         &queue,
         WorkerConfig {
             concurrency: 8,
-            per_endpoint: 4,
             ..config("1s")
         },
     );
@@ -384,6 +383,43 @@ async fn a_slow_endpoint_takes_no_more_than_its_share_of_the_slots() {
     );
     gate.add_permits(20);
     slow.wait_for(20, WITHIN).await;
+    worker.stop().await;
+}
+
+/// Two slow endpoints each hold their slots: a third endpoint still gets some and goes on at its
+/// own pace, where with a fixed bound of half the slots each the two slow ones took them all.
+#[tokio::test]
+async fn two_slow_endpoints_leave_the_others_room() {
+    let gate = Arc::new(Semaphore::new(0));
+    let slow = [
+        Receiver::start(Behaviour::Gated(Arc::clone(&gate))),
+        Receiver::start(Behaviour::Gated(Arc::clone(&gate))),
+    ];
+    let fast = Receiver::start(Behaviour::Status(204));
+    let queue = MemoryQueue::new();
+    for receiver in slow.iter().chain([&fast]) {
+        let to = claimed(&receiver.url("/"));
+        for _ in 0..20 {
+            queue.push(claimed_like(&to));
+        }
+    }
+    let worker = start(
+        &queue,
+        WorkerConfig {
+            concurrency: 8,
+            ..hourly_poll("1s")
+        },
+    );
+
+    fast.wait_for(20, WITHIN).await;
+    // Of 8 slots, the first slow endpoint took half, the second half of the rest; the
+    // remaining two went to the third, one at a time.
+    let waiting = slow.each_ref().map(|r| r.received().len());
+    assert_eq!(waiting, [4, 2], "the slow endpoints' attempts, waiting");
+    gate.add_permits(40);
+    for receiver in &slow {
+        receiver.wait_for(20, WITHIN).await;
+    }
     worker.stop().await;
 }
 
@@ -401,7 +437,6 @@ async fn an_endpoint_at_its_bound_is_claimed_again_as_its_attempts_end() {
         &queue,
         WorkerConfig {
             concurrency: 8,
-            per_endpoint: 4,
             ..hourly_poll("1s")
         },
     );
