@@ -120,63 +120,151 @@ impl Budget {
 /// Attempts in the current window of each link and address; bounded (the least recently used
 /// entries go first). An attempt is taken from its budgets before its password is checked and
 /// given back when it was right: guesses sent at once each take their own, so no more are
-/// checked than the budgets allow.
+/// checked than the budgets allow. An attempt that finds a budget taken up by checks still under
+/// way waits for them (they may be right, and give their places back) rather than being refused
+/// for the rest of the window: right passwords sent together from one office all get in.
 pub(crate) struct WrongAttempts {
     counts: Mutex<Counts>,
+    /// Told whenever a check ends, for the attempts waiting on checks under way.
+    settled: tokio::sync::Notify,
 }
 
-/// Each budget's count of attempts and the start of its window.
-type Counts = quick_cache::unsync::Cache<Budget, (u32, Instant)>;
+/// Each budget's attempts in the current window (wrong ones and those being checked), how many
+/// of them are being checked, and the start of the window.
+type Counts = quick_cache::unsync::Cache<Budget, Window>;
+
+#[derive(Debug, Clone, Copy)]
+struct Window {
+    taken: u32,
+    checking: u32,
+    since: Instant,
+}
+
+/// Why [`WrongAttempts::take`] took nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum NotTaken {
+    /// A budget is spent on wrong attempts: its window ends after this.
+    Spent(Duration),
+    /// A budget is taken up, partly by checks still under way.
+    Checking,
+}
+
+/// Longest an attempt waits for the checks that take up its budget before it is refused.
+const WAIT_FOR_CHECKS: Duration = Duration::from_secs(10);
 
 impl Default for WrongAttempts {
     fn default() -> Self {
         Self {
             counts: Mutex::new(Counts::new(100_000)),
+            settled: tokio::sync::Notify::new(),
         }
     }
 }
 
-/// A budget's count and the start of its window, if the window is still open at `now`.
-fn current(counts: &Counts, budget: Budget, now: Instant) -> Option<(u32, Instant)> {
+/// A budget's window, if it is still open at `now`.
+fn current(counts: &Counts, budget: Budget, now: Instant) -> Option<Window> {
     counts
         .get(&budget)
         .copied()
-        .filter(|&(_, since)| now.duration_since(since) < ATTEMPT_WINDOW)
+        .filter(|w| now.duration_since(w.since) < ATTEMPT_WINDOW)
 }
 
 impl WrongAttempts {
-    /// Takes one attempt from the budgets of `link` and `address`; when either is spent, takes
-    /// nothing and returns how long until the last spent one's window ends.
-    pub(crate) fn take(&self, link: CounterKey, address: Option<IpAddr>) -> Result<(), Duration> {
+    /// Takes one attempt from the budgets of `link` and `address`, waiting while checks under
+    /// way take them up; when one is spent on wrong attempts (or the checks take longer than
+    /// [`WAIT_FOR_CHECKS`]), takes nothing and returns how long until the client may try again.
+    pub(crate) async fn take(
+        &self,
+        link: CounterKey,
+        address: Option<IpAddr>,
+    ) -> Result<(), Duration> {
+        let deadline = tokio::time::Instant::now() + WAIT_FOR_CHECKS;
+        loop {
+            // Made before looking, so a check that ends in between still wakes this one.
+            let settled = self.settled.notified();
+            match self.try_take(link, address) {
+                Ok(()) => return Ok(()),
+                Err(NotTaken::Spent(wait)) => return Err(wait),
+                Err(NotTaken::Checking) => {
+                    if tokio::time::timeout_at(deadline, settled).await.is_err() {
+                        return Err(Duration::from_secs(1));
+                    }
+                }
+            }
+        }
+    }
+
+    /// [`take`](Self::take) without waiting.
+    pub(crate) fn try_take(
+        &self,
+        link: CounterKey,
+        address: Option<IpAddr>,
+    ) -> Result<(), NotTaken> {
         let now = Instant::now();
         let mut counts = self.counts.lock().unwrap_or_else(PoisonError::into_inner);
-        let spent = (Budget::of(link, address))
-            .filter_map(|budget| match current(&counts, budget, now) {
-                Some((count, since)) if count >= budget.limit() => {
-                    Some(ATTEMPT_WINDOW.saturating_sub(now.duration_since(since)))
-                }
-                _ => None,
-            })
-            .max();
-        if let Some(wait) = spent {
-            return Err(wait);
+        let mut refusal = None;
+        for budget in Budget::of(link, address) {
+            let Some(w) = current(&counts, budget, now) else {
+                continue;
+            };
+            if w.taken.saturating_sub(w.checking) >= budget.limit() {
+                let wait = ATTEMPT_WINDOW.saturating_sub(now.duration_since(w.since));
+                let longest = match refusal {
+                    Some(NotTaken::Spent(other)) => wait.max(other),
+                    _ => wait,
+                };
+                refusal = Some(NotTaken::Spent(longest));
+            } else if w.taken >= budget.limit() && refusal.is_none() {
+                refusal = Some(NotTaken::Checking);
+            }
+        }
+        if let Some(refusal) = refusal {
+            return Err(refusal);
         }
         for budget in Budget::of(link, address) {
-            let (count, since) = current(&counts, budget, now).unwrap_or((0, now));
-            counts.insert(budget, (count + 1, since));
+            let w = current(&counts, budget, now).unwrap_or(Window {
+                taken: 0,
+                checking: 0,
+                since: now,
+            });
+            counts.insert(
+                budget,
+                Window {
+                    taken: w.taken + 1,
+                    checking: w.checking + 1,
+                    ..w
+                },
+            );
         }
         Ok(())
     }
 
-    /// Gives back an attempt [`take`](Self::take) took, whose password was right.
-    pub(crate) fn give_back(&self, link: CounterKey, address: Option<IpAddr>) {
+    /// Ends the check of an attempt [`take`](Self::take) took: a right one gives its place
+    /// back, a wrong one keeps it for the rest of the window.
+    pub(crate) fn settle(&self, link: CounterKey, address: Option<IpAddr>, right: bool) {
         let now = Instant::now();
-        let mut counts = self.counts.lock().unwrap_or_else(PoisonError::into_inner);
-        for budget in Budget::of(link, address) {
-            if let Some((count, since)) = current(&counts, budget, now) {
-                counts.insert(budget, (count.saturating_sub(1), since));
+        {
+            let mut counts = self.counts.lock().unwrap_or_else(PoisonError::into_inner);
+            for budget in Budget::of(link, address) {
+                if let Some(w) = current(&counts, budget, now) {
+                    let taken = if right {
+                        w.taken.saturating_sub(1)
+                    } else {
+                        w.taken
+                    };
+                    let checking = w.checking.saturating_sub(1);
+                    counts.insert(
+                        budget,
+                        Window {
+                            taken,
+                            checking,
+                            ..w
+                        },
+                    );
+                }
             }
         }
+        self.settled.notify_waiters();
     }
 }
 
@@ -199,22 +287,62 @@ mod tests {
         let (link, other) = (CounterKey(1), CounterKey(2));
         let (me, you): (IpAddr, IpAddr) =
             ("192.0.2.1".parse().unwrap(), "192.0.2.2".parse().unwrap());
-        let taken = |link, address| attempts.take(link, address).is_ok();
+        // Each attempt checked at once, and wrong unless said otherwise.
+        let wrong = |link, address| {
+            let taken = attempts.try_take(link, address);
+            if taken.is_ok() {
+                attempts.settle(link, address, false);
+            }
+            taken.is_ok()
+        };
         // A right password's attempt is given back.
-        assert!(taken(link, Some(me)));
-        attempts.give_back(link, Some(me));
+        attempts.try_take(link, Some(me)).unwrap();
+        attempts.settle(link, Some(me), true);
         for _ in 0..ATTEMPTS_PER_ADDRESS {
-            assert!(taken(link, Some(me)));
+            assert!(wrong(link, Some(me)));
         }
-        let wait = attempts.take(link, Some(me)).unwrap_err();
+        let Err(NotTaken::Spent(wait)) = attempts.try_take(link, Some(me)) else {
+            panic!("the address's budget is spent")
+        };
         assert!(wait <= ATTEMPT_WINDOW && wait > ATTEMPT_WINDOW - Duration::from_secs(60));
-        assert!(!taken(other, Some(me)), "the address's budget is spent");
-        assert!(taken(link, Some(you)));
+        assert!(!wrong(other, Some(me)), "the address's budget is spent");
+        assert!(wrong(link, Some(you)));
         for _ in ATTEMPTS_PER_ADDRESS + 1..ATTEMPTS_PER_LINK {
-            assert!(taken(link, None));
+            assert!(wrong(link, None));
         }
         let stranger = "192.0.2.3".parse().unwrap();
-        assert!(!taken(link, Some(stranger)), "the link's budget is spent");
-        assert!(taken(other, Some(you)), "a refusal takes nothing");
+        assert!(!wrong(link, Some(stranger)), "the link's budget is spent");
+        assert!(wrong(other, Some(you)), "a refusal takes nothing");
+    }
+
+    /// Attempts sent together from one address: those past its budget wait for the checks
+    /// under way, and get in when those were right; once wrong ones spend it, they are refused.
+    #[tokio::test]
+    async fn an_attempt_waits_for_the_checks_that_take_up_its_budget() {
+        let attempts = std::sync::Arc::new(WrongAttempts::default());
+        let (link, me): (CounterKey, IpAddr) = (CounterKey(1), "192.0.2.1".parse().unwrap());
+        for _ in 0..ATTEMPTS_PER_ADDRESS {
+            attempts.try_take(link, Some(me)).unwrap();
+        }
+        assert_eq!(attempts.try_take(link, Some(me)), Err(NotTaken::Checking));
+        let waiting = tokio::spawn({
+            let attempts = std::sync::Arc::clone(&attempts);
+            async move { attempts.take(link, Some(me)).await }
+        });
+        tokio::task::yield_now().await;
+        assert!(
+            !waiting.is_finished(),
+            "it waits while every place is being checked"
+        );
+        attempts.settle(link, Some(me), true);
+        assert_eq!(waiting.await.unwrap(), Ok(()), "a right check made room");
+        // The other nine and the one that waited turn out wrong: the budget is spent.
+        for _ in 0..ATTEMPTS_PER_ADDRESS {
+            attempts.settle(link, Some(me), false);
+        }
+        assert!(matches!(
+            attempts.take(link, Some(me)).await,
+            Err(wait) if wait > Duration::from_secs(60)
+        ));
     }
 }

@@ -140,14 +140,12 @@ impl Service {
             return Ok(Unlock::Expired);
         }
         let attempts = self.wrong_attempts();
-        if let Err(wait) = attempts.take(link.counter, address) {
+        if let Err(wait) = attempts.take(link.counter, address).await {
             return Ok(Unlock::TooMany(wait));
         }
-        if passwords::verify(hash, attempt).await {
-            attempts.give_back(link.counter, address);
-            return Ok(Unlock::Right);
-        }
-        Ok(Unlock::Wrong)
+        let right = passwords::verify(hash, attempt).await;
+        attempts.settle(link.counter, address, right);
+        Ok(if right { Unlock::Right } else { Unlock::Wrong })
     }
 
     /// Hashes a link's password for storage (Argon2id, off the async workers).
