@@ -2,9 +2,7 @@
 //! and the first-run set-up.
 
 use anyhow::{Context, bail};
-use shortlink_domain::{
-    ApiKey, ApiKeyId, ApiKeySecret, RateLimit, Timestamp, Workspace, WorkspaceId,
-};
+use shortlink_domain::{ApiKey, ApiKeySecret, RateLimit, Workspace};
 use shortlink_storage::{StorageError, Store};
 
 /// Creates a workspace after checking its rate (the store checks its name).
@@ -23,12 +21,7 @@ pub async fn create_workspace(
 
 /// A workspace not yet stored, after checking its rate.
 pub fn new_workspace(name: &str, rate_limit: u32) -> anyhow::Result<Workspace> {
-    Ok(Workspace {
-        id: WorkspaceId::generate(),
-        name: name.to_owned(),
-        rate_limit: RateLimit::new(rate_limit)?,
-        created_at: Timestamp::now(),
-    })
+    Ok(Workspace::new(name, RateLimit::new(rate_limit)?))
 }
 
 /// Changes a workspace's rate after checking it.
@@ -58,15 +51,7 @@ pub async fn create_key(
     workspace: &Workspace,
     name: &str,
 ) -> anyhow::Result<(ApiKey, ApiKeySecret)> {
-    let secret = ApiKeySecret::generate();
-    let key = ApiKey {
-        id: ApiKeyId::generate(),
-        workspace_id: workspace.id,
-        name: name.to_owned(),
-        prefix: secret.display_prefix(),
-        created_at: Timestamp::now(),
-        revoked_at: None,
-    };
+    let (key, secret) = ApiKey::issue(workspace.id, name);
     store
         .create_api_key(&key, &secret.hash())
         .await

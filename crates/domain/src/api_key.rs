@@ -95,6 +95,21 @@ pub struct ApiKey {
 }
 
 impl ApiKey {
+    /// A new key for `workspace`, not yet stored, and its secret: show the secret once, and
+    /// store the key with `secret.hash()` only.
+    pub fn issue(workspace: WorkspaceId, name: impl Into<String>) -> (ApiKey, ApiKeySecret) {
+        let secret = ApiKeySecret::generate();
+        let key = ApiKey {
+            id: ApiKeyId::generate(),
+            workspace_id: workspace,
+            name: name.into(),
+            prefix: secret.display_prefix(),
+            created_at: Timestamp::now(),
+            revoked_at: None,
+        };
+        (key, secret)
+    }
+
     /// Checks a key's name (a label, shown when keys are listed): 1 to 100 bytes.
     pub fn validate_name(name: &str) -> Result<(), &'static str> {
         if name.is_empty() || name.len() > 100 {
@@ -114,6 +129,15 @@ mod tests {
         assert!(ApiKey::validate_name(&"k".repeat(100)).is_ok());
         assert!(ApiKey::validate_name("").is_err());
         assert!(ApiKey::validate_name(&"k".repeat(101)).is_err());
+    }
+
+    #[test]
+    fn an_issued_key_shows_its_secrets_prefix() {
+        let workspace = WorkspaceId::generate();
+        let (key, secret) = ApiKey::issue(workspace, "ci");
+        assert_eq!((key.workspace_id, key.name.as_str()), (workspace, "ci"));
+        assert_eq!(key.prefix, secret.display_prefix());
+        assert_eq!(key.revoked_at, None);
     }
 
     #[test]

@@ -51,6 +51,17 @@ pub struct Workspace {
 }
 
 impl Workspace {
+    /// A new workspace, not yet stored (the store checks its name with
+    /// [`Workspace::validate_name`]).
+    pub fn new(name: impl Into<String>, rate_limit: RateLimit) -> Workspace {
+        Workspace {
+            id: WorkspaceId::generate(),
+            name: name.into(),
+            rate_limit,
+            created_at: Timestamp::now(),
+        }
+    }
+
     /// Checks a workspace name: 1 to 64 characters of `[A-Za-z0-9_.-]`, not shaped like an id
     /// (the CLI accepts either a name or an id, so the two must never be confused).
     pub fn validate_name(name: &str) -> Result<(), &'static str> {

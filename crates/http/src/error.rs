@@ -249,6 +249,7 @@ impl From<ServiceError> for ApiError {
             ServiceError::Storage(_)
             | ServiceError::Stopped
             | ServiceError::AlreadyRunning
+            | ServiceError::NoRuntime
             | ServiceError::Webhooks(_)
             | ServiceError::ClicksNotWritten
             | ServiceError::Internal(_) => ApiError::Internal(e.to_string()),

@@ -8,7 +8,6 @@ use std::error::Error;
 
 use shortlink_domain::{
     BaseUrl, Destination, LinkId, LinkRef, RateLimit, Slug, Timestamp, Visit, Workspace,
-    WorkspaceId,
 };
 use shortlink_service::{Service, ServiceSettings};
 use shortlink_storage::{CreateOutcome, NewLink, ServerOptions, Store, StoreOptions};
@@ -40,12 +39,7 @@ async fn count_clicks(url: &str) -> Result<i64, Box<dyn Error>> {
     let base = BaseUrl::parse("https://sho.rt")?;
     let service = Service::new(store.clone(), ServiceSettings::new(base.clone()))?;
 
-    let workspace = Workspace {
-        id: WorkspaceId::generate(),
-        name: "embedded".into(),
-        rate_limit: RateLimit::default(),
-        created_at: Timestamp::now(),
-    };
+    let workspace = Workspace::new("embedded", RateLimit::default());
     store.create_workspace(&workspace).await?;
     let link = NewLink {
         id: LinkId::generate(),

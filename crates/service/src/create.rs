@@ -59,9 +59,13 @@ pub(crate) struct LinkCreator {
 }
 
 impl LinkCreator {
-    /// Starts the writer tasks on the current tokio runtime. They end when the creator is
-    /// dropped.
-    pub fn spawn(store: Store, base: BaseUrl, webhooks: WakeHandle) -> Self {
+    /// Starts the writer tasks on `runtime`. They end when the creator is dropped.
+    pub fn spawn(
+        runtime: &tokio::runtime::Handle,
+        store: Store,
+        base: BaseUrl,
+        webhooks: WakeHandle,
+    ) -> Self {
         let (jobs, queue) = mpsc::channel::<Job>(MAX_GROUP);
         let queue = Arc::new(Mutex::new(queue));
         let writers = match store.kind() {
@@ -71,7 +75,7 @@ impl LinkCreator {
         for _ in 0..writers {
             let (store, base, webhooks, queue) =
                 (store.clone(), base.clone(), webhooks.clone(), queue.clone());
-            tokio::spawn(async move {
+            runtime.spawn(async move {
                 while let Some(group) = next_group(&queue).await {
                     write(&store, &base, &webhooks, group).await;
                 }

@@ -17,6 +17,10 @@ pub enum ServiceError {
     /// The service's link writer has stopped: the runtime that started it is shutting down.
     #[error("the link writer stopped")]
     Stopped,
+    /// [`crate::Service::new`] was called outside a tokio runtime, which its link writer runs
+    /// on.
+    #[error("the service must be built within a tokio runtime")]
+    NoRuntime,
     /// [`crate::Service::run`] was called while it already runs, or after it ran.
     #[error("the service's background tasks run once")]
     AlreadyRunning,

@@ -11,6 +11,7 @@ mod outage;
 mod passwords;
 mod propagation;
 mod routing;
+mod series;
 mod service;
 mod spill;
 

@@ -117,12 +117,18 @@ impl std::fmt::Debug for Service {
 
 impl Service {
     /// The service over `store` (opened with [`Store::open`]). Starts the link writer on the
-    /// current tokio runtime, so it must be called within one.
+    /// current tokio runtime: called outside one, it fails with [`ServiceError::NoRuntime`].
     pub fn new(store: Store, settings: ServiceSettings) -> Result<Self, ServiceError> {
+        let runtime = tokio::runtime::Handle::try_current().map_err(|_| ServiceError::NoRuntime)?;
         let wake = WakeHandle::new();
         let worker = DeliveryWorker::new(store.clone(), settings.webhooks.clone())?
             .with_wake_handle(wake.clone());
-        let creator = LinkCreator::spawn(store.clone(), settings.base_url.clone(), wake.clone());
+        let creator = LinkCreator::spawn(
+            &runtime,
+            store.clone(),
+            settings.base_url.clone(),
+            wake.clone(),
+        );
         let enricher = Arc::new(Enricher::new(settings.geoip.clone()));
         Ok(Self {
             inner: Arc::new(Inner {

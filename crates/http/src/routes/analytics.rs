@@ -164,6 +164,16 @@ pub struct Bucket {
     unique_visitors: u64,
 }
 
+impl From<&Tally<Zoned>> for Bucket {
+    fn from(bucket: &Tally<Zoned>) -> Self {
+        Self {
+            start: bucket_start(&bucket.key).0,
+            clicks: bucket.clicks,
+            unique_visitors: bucket.visitors,
+        }
+    }
+}
+
 /// One entry of a breakdown.
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
@@ -388,60 +398,10 @@ async fn analytics(
                     ),
                     BucketError::OutOfRange => ApiError::field("start", "the range is out of bounds"),
                 })?;
-            Ok(ok(series(&state, &filter, &starts).await?))
+            let series = state.service.time_series(&filter, &starts).await?;
+            Ok(ok(series.iter().map(Bucket::from).collect::<Vec<_>>()))
         }
     }
-}
-
-/// Clicks and unique visitors per bucket, the buckets starting at `starts` and the last one
-/// ending at `filter.end`. Buckets of one length in a row (hours; days and weeks between two
-/// daylight-saving changes) are counted by one query grouped by bucket number; a bucket of
-/// another length (a day with a change, a month) by a query of its own.
-async fn series(
-    state: &AppState,
-    filter: &EventFilter,
-    starts: &[Zoned],
-) -> Result<Vec<Bucket>, ApiError> {
-    let starts: Vec<(String, i64)> = starts.iter().map(bucket_start).collect();
-    let ends: Vec<i64> = (starts.iter().skip(1).map(|(_, ms)| *ms))
-        .chain([filter.end.unix_millis()])
-        .collect();
-    let mut buckets: Vec<Bucket> = starts
-        .iter()
-        .map(|(start, _)| Bucket {
-            start: start.clone(),
-            clicks: 0,
-            unique_visitors: 0,
-        })
-        .collect();
-    let mut first = 0;
-    while first < starts.len() {
-        let width = ends[first] - starts[first].1;
-        let run = (first..starts.len())
-            .take_while(|&i| ends[i] - starts[i].1 == width)
-            .count();
-        let origin = starts[first].1;
-        let within = EventFilter {
-            // The first bucket begins at or before the range (a week's Monday, a day's
-            // midnight), and counts only the range's part of it.
-            start: Timestamp::from_unix_millis(origin.max(filter.start.unix_millis())),
-            end: Timestamp::from_unix_millis(ends[first + run - 1]),
-            ..filter.clone()
-        };
-        for tally in state.store.analytics_series(&within, origin, width).await? {
-            let Some(bucket) = usize::try_from(tally.key)
-                .ok()
-                .filter(|&i| i < run)
-                .and_then(|i| buckets.get_mut(first + i))
-            else {
-                continue;
-            };
-            bucket.clicks = tally.clicks;
-            bucket.unique_visitors = tally.visitors;
-        }
-        first += run;
-    }
-    Ok(buckets)
 }
 
 #[utoipa::path(get, path = "/api/v1/analytics/export", tag = "analytics", params(ExportQuery, Selection),

@@ -304,6 +304,16 @@ async fn a_storage_failure_is_a_service_error() {
     assert!(!e.is_unavailable(), "{e}");
 }
 
+/// Built outside a tokio runtime, the service says so instead of panicking.
+#[test]
+fn a_service_built_outside_a_runtime_says_it_needs_one() {
+    let db = TestDatabase::sqlite();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let store = runtime.block_on(db.store());
+    let built = Service::new(store, ServiceSettings::new(base()));
+    assert!(matches!(built, Err(ServiceError::NoRuntime)), "{built:?}");
+}
+
 /// Creations written together fail each on its own: one of a workspace that does not exist
 /// failed every creation of its group.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
