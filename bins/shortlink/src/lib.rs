@@ -250,15 +250,21 @@ fn metrics_server(
     let attempts = metrics.clone();
     service.observe_deliveries(Arc::new(move |next| attempts.record_delivery(next)));
     let service = service.clone();
+    // One count of the queue at a time: scrapes are unauthenticated and may come at once, and
+    // each count takes a connection of the pool the API uses.
+    let counting = Arc::new(tokio::sync::Mutex::new(()));
     let gauges: shortlink_http::metrics::ScrapeGauges = Arc::new(move |m| {
-        let service = service.clone();
+        let (service, counting) = (service.clone(), counting.clone());
         Box::pin(async move {
             m.set_clicks_pending(service.clicks_pending());
             for pool in service.store().pool_usage() {
                 m.set_pool_usage(pool.pool, pool.in_use, pool.max);
             }
-            // A database that does not answer leaves the last depth: the scrape still answers.
-            if let Ok(depth) = service.store().pending_deliveries().await {
+            // A database that does not answer, or a count already under way, leaves the last
+            // depth: the scrape still answers.
+            if let Ok(_counting) = counting.try_lock()
+                && let Ok(depth) = service.store().pending_deliveries().await
+            {
                 m.set_webhook_queue(depth);
             }
         })

@@ -62,7 +62,9 @@ impl<T: DeserializeOwned + BodyShape + 'static> FromRequest for JsonBody<T> {
 
     fn from_request(req: &HttpRequest, payload: &mut Payload) -> Self::Future {
         let json = is_json(req);
-        let route = crate::idempotency::has_key(req).then(|| req.path().to_owned());
+        // The route's pattern, not the path as sent: `/api/v1/%6cinks` is the same route.
+        let route = crate::idempotency::has_key(req)
+            .then(|| req.match_pattern().unwrap_or_else(|| req.path().to_owned()));
         let bytes = Bytes::from_request(req, payload);
         let timeout = req
             .app_data::<actix_web::web::Data<crate::AppState>>()

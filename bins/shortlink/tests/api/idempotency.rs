@@ -59,6 +59,9 @@ async fn a_retry_answers_the_first_answer_and_creates_nothing(app: TestApp) {
     assert_eq!((first.0, first.1), (200, false), "{}", first.2);
     let again = status_and_body(post_with_key(&app, "/links", KEY, &body).await).await;
     assert_eq!(again, (200, true, first.2.clone()));
+    // The same route spelt otherwise is the same request.
+    let encoded = status_and_body(post_with_key(&app, "/%6cinks", KEY, &body).await).await;
+    assert_eq!(encoded, (200, true, first.2.clone()));
     assert_eq!(link_count(&app).await, 1);
     // Without the key, the same body creates another link.
     app.create_link(&body).await;

@@ -3,6 +3,7 @@
 
 use std::collections::HashMap;
 
+use diesel_async::{AsyncConnection, AsyncPgConnection, SimpleAsyncConnection};
 use serde_json::json;
 use shortlink_storage::testing::TestDatabase;
 
@@ -31,6 +32,11 @@ impl Scrape {
             })
             .collect();
         Self(samples)
+    }
+
+    /// [`Scrape::take`] of an owned address, for a task of its own.
+    async fn take_from(url: String) -> Self {
+        Self::take(&url).await
     }
 
     /// The sample of `name` with `labels`; 0 when the series does not exist yet.
@@ -268,4 +274,51 @@ async fn clicks_go_from_pending_to_flushed() {
         after.value(flushes, &[]) > before.value(flushes, &[]),
         "a flush was timed"
     );
+}
+
+/// Scrapes are unauthenticated and may come at once; each counts the webhook queue with a
+/// connection of the pool the API uses. While the queue's table answers slowly, many scrapes at
+/// once took every connection and the API answered 503; one count at a time leaves it the rest.
+#[tokio::test]
+async fn scrapes_at_once_leave_the_api_its_connections() {
+    let Some(db) = TestDatabase::postgres(concat!(
+        module_path!(),
+        "::scrapes_at_once_leave_the_api_its_connections"
+    ))
+    .await
+    else {
+        return;
+    };
+    let metrics_addr = metrics_addr();
+    let server = Server::start(
+        &db.url,
+        &["--metrics-listen".into(), metrics_addr.to_string()],
+    )
+    .await;
+    let api = Api::new(&server, &server.first_run_key().await);
+    let scrape_url = format!("http://{metrics_addr}/metrics");
+    let (status, _) = Api::send(api.request(reqwest::Method::GET, "/links")).await;
+    assert_eq!(status, 200);
+
+    // The queue's table held by another transaction: every count of it waits.
+    let mut holder = AsyncPgConnection::establish(&db.url)
+        .await
+        .expect("the test reaches PostgreSQL");
+    holder
+        .batch_execute("BEGIN; LOCK TABLE webhook_deliveries IN ACCESS EXCLUSIVE MODE")
+        .await
+        .expect("the table is locked");
+    let scrapes: Vec<_> = (0..24)
+        .map(|_| tokio::spawn(Scrape::take_from(scrape_url.clone())))
+        .collect();
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let (status, body) = Api::send(api.request(reqwest::Method::GET, "/links")).await;
+    assert_eq!(status, 200, "{body}");
+    holder
+        .batch_execute("ROLLBACK")
+        .await
+        .expect("the lock is let go");
+    for scrape in scrapes {
+        scrape.await.expect("the scrape answered");
+    }
 }
