@@ -18,6 +18,19 @@ pub enum Device {
 }
 
 impl Device {
+    /// Every kind, in the API's order.
+    pub const ALL: [Device; 4] = [
+        Device::Desktop,
+        Device::Mobile,
+        Device::Tablet,
+        Device::Other,
+    ];
+
+    /// The kind named `name` in the API.
+    pub fn parse(name: &str) -> Option<Device> {
+        Self::ALL.into_iter().find(|d| d.as_str() == name)
+    }
+
     /// Its name in the API.
     pub fn as_str(self) -> &'static str {
         match self {

@@ -31,7 +31,7 @@ pub use link_options::{
 };
 pub use ports::{AttemptRecord, ClaimedDelivery, DeliveryQueue, InFlight, NextStep};
 pub use slug::{GENERATED_SLUG_LEN, MAX_SLUG_LEN, RESERVED_SLUGS, Slug, SlugError};
-pub use throttled_log::{Repeated, ThrottledLog};
+pub use throttled_log::{OUTAGE_LOGGED_EVERY, Repeated, ThrottledLog};
 pub use timestamp::Timestamp;
 pub use webhook::{
     Delivery, DeliveryCursor, DeliveryCursorError, DeliveryState, MAX_CONSECUTIVE_FAILURES,

@@ -4,6 +4,10 @@
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+/// How often a failure that repeats through a database outage is logged, by every part of the
+/// service alike (requests, the click flush, stale redirects, the webhook worker's claims).
+pub const OUTAGE_LOGGED_EVERY: Duration = Duration::from_secs(10);
+
 /// Decides which occurrences of one repeated event get a log line: the first, then the first
 /// after each `interval`, which reports the occurrences it stood for.
 #[derive(Debug)]

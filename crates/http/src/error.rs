@@ -5,16 +5,17 @@
 //! unknown routes, wrong methods) are routed here too, by the JSON/query/path configs and the
 //! default services set up in [`crate::configure`].
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use actix_web::http::StatusCode;
 use actix_web::http::header::{self, HeaderValue};
 use actix_web::{HttpResponse, ResponseError};
 use serde::Serialize;
+use shortlink_analytics::{BucketError, MAX_BUCKETS};
 use shortlink_service::ServiceError;
 use shortlink_storage::StorageError;
 
-use shortlink_domain::{Repeated, ThrottledLog};
+use shortlink_domain::{OUTAGE_LOGGED_EVERY, Repeated, ThrottledLog};
 
 /// One invalid field of a request.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
@@ -230,11 +231,21 @@ impl ApiError {
 
 impl From<StorageError> for ApiError {
     fn from(e: StorageError) -> Self {
-        if e.is_unavailable() {
-            log_unavailable(&e);
-            ApiError::Unavailable
-        } else {
-            ApiError::Internal(e.to_string())
+        Self::from(&e)
+    }
+}
+
+impl From<&StorageError> for ApiError {
+    fn from(e: &StorageError) -> Self {
+        match e {
+            _ if e.is_unavailable() => {
+                log_unavailable(e);
+                ApiError::Unavailable
+            }
+            // Another request took the key over while this one's creation stalled: that one
+            // creates, as for a request still running.
+            StorageError::ClaimLost => ApiError::IdempotencyKeyInUse,
+            _ => ApiError::Internal(e.to_string()),
         }
     }
 }
@@ -242,12 +253,17 @@ impl From<StorageError> for ApiError {
 impl From<ServiceError> for ApiError {
     fn from(e: ServiceError) -> Self {
         match e {
-            ServiceError::Storage(e) if e.is_unavailable() => {
-                log_unavailable(&e);
-                ApiError::Unavailable
+            ServiceError::Storage(e) => ApiError::from(e.as_ref()),
+            ServiceError::Buckets(BucketError::TooMany) => ApiError::field(
+                "interval",
+                format!(
+                    "the range holds more than {MAX_BUCKETS} buckets of this interval; pick a longer interval or a shorter range"
+                ),
+            ),
+            ServiceError::Buckets(BucketError::OutOfRange) => {
+                ApiError::field("start", "the range is out of bounds")
             }
-            ServiceError::Storage(_)
-            | ServiceError::Stopped
+            ServiceError::Stopped
             | ServiceError::AlreadyRunning
             | ServiceError::NoRuntime
             | ServiceError::Webhooks(_)
@@ -260,7 +276,7 @@ impl From<ServiceError> for ApiError {
 /// Every request fails alike during an outage: one warning per interval says so, with a count,
 /// rather than a line per request.
 fn log_unavailable(e: &StorageError) {
-    static UNAVAILABLE: ThrottledLog = ThrottledLog::new(Duration::from_secs(10));
+    static UNAVAILABLE: ThrottledLog = ThrottledLog::new(OUTAGE_LOGGED_EVERY);
     match UNAVAILABLE.occurred(Instant::now()) {
         Some(Repeated { times: 0, .. }) => tracing::warn!(error = %e, "database unavailable"),
         Some(Repeated { times, over }) => tracing::warn!(

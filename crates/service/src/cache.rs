@@ -2,9 +2,9 @@
 //! unknown codes so a scanner probing random paths does not reach the database for each.
 //!
 //! This process invalidates at once when the service changes or deletes a link (and clears the
-//! negative entry when a code is created). Other instances on the same database see changes
-//! within the entries' time to live; a shared invalidation channel can shorten that later
-//! without changing callers.
+//! negative entry when a code is created). Other instances on the same database learn of changes
+//! through `propagation.rs` (PostgreSQL `LISTEN/NOTIFY`), and while that channel is lost, within
+//! the entries' shorter time to live.
 //!
 //! The caches are `quick_cache` (CLOCK-Pro eviction) rather than `moka`, which the HTTP crate
 //! uses for its key cache: on the redirect, moka's bookkeeping (access-order deques,

@@ -14,7 +14,7 @@
 //! bounded: past [`MAX_PENDING_DETAILS`] waiting clicks (the database is slow or down), a click
 //! is kept whole in a file instead (`spill.rs`), written after those in memory. With analytics
 //! off, a click's details are kept only when its workspace has an endpoint subscribed to
-//! `link.clicked`; each flush that has clicks to write re-reads which workspaces listen.
+//! `link.clicked`; each part of a flush re-reads which workspaces listen before it is written.
 //!
 //! Pending clicks are sharded by recording thread: each server worker keeps to a shard of its own,
 //! so workers never wait for each other's lock (a contended lock puts a worker to sleep, and its
@@ -37,7 +37,7 @@ use tokio::sync::Notify;
 use crate::click_limits::ClickLimits;
 use crate::enrich::Enricher;
 use crate::spill::{Spill, SpilledClick};
-use shortlink_domain::ThrottledLog;
+use shortlink_domain::{OUTAGE_LOGGED_EVERY, ThrottledLog};
 
 /// How often recorded clicks are written; the API shows a click within this much (plus the
 /// write itself).
@@ -493,6 +493,7 @@ impl ClickCounter {
             (pending, batch)
         })
         .await
+        // Enrichment catches its own panics (`enriched`): this is the runtime shutting down.
         .map_err(|e| {
             tracing::error!(error = %e, "enriching clicks failed");
             (
@@ -519,7 +520,7 @@ impl ClickCounter {
     ) -> bool {
         let mut stop = std::pin::pin!(stop);
         // While the database is down, a line every 10 s rather than at every flush.
-        let failures = ThrottledLog::new(Duration::from_secs(10));
+        let failures = ThrottledLog::new(OUTAGE_LOGGED_EVERY);
         let mut tick = tokio::time::interval(FLUSH_INTERVAL);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -629,7 +630,7 @@ fn batch(enricher: &Enricher, pending: &[PendingClicks], events: bool) -> ClickB
             clicks: link
                 .visits
                 .iter()
-                .map(|visit| enricher.event(visit))
+                .map(|visit| enriched(visit.timestamp, || enricher.event(visit)))
                 .chain(link.bare.iter().map(|&at| ClickEvent {
                     click: ClickInfo::bare(at),
                     visitor: 0,
@@ -640,10 +641,31 @@ fn batch(enricher: &Enricher, pending: &[PendingClicks], events: bool) -> ClickB
     ClickBatch { links, events }
 }
 
+/// A visit's event, made by `event`; a visit whose enrichment panics (a parser's bug, met on
+/// some odd header) is still a click, recorded as a bare event of its time: were its part lost
+/// instead, counts would go missing, and were it kept for a retry, it would fail every flush.
+fn enriched(at: Timestamp, event: impl FnOnce() -> ClickEvent) -> ClickEvent {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(event)).unwrap_or_else(|_| {
+        tracing::error!("enriching a click failed; it is recorded without its details");
+        ClickEvent {
+            click: ClickInfo::bare(at),
+            visitor: 0,
+        }
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use shortlink_domain::Destination;
+
+    #[test]
+    fn a_click_whose_enrichment_panics_is_recorded_bare() {
+        let at = Timestamp::from_unix_millis(1_700_000_000_000);
+        let event = enriched(at, || panic!("a parser's bug"));
+        assert_eq!(event.click, ClickInfo::bare(at));
+        assert_eq!(event.visitor, 0);
+    }
 
     fn click() -> Visit {
         Visit {

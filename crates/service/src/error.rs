@@ -17,6 +17,10 @@ pub enum ServiceError {
     /// The service's link writer has stopped: the runtime that started it is shutting down.
     #[error("the link writer stopped")]
     Stopped,
+    /// A time series cannot be bucketed: too many buckets, or a range the calendar does not
+    /// handle ([`crate::Service::time_series`]).
+    #[error(transparent)]
+    Buckets(#[from] shortlink_analytics::BucketError),
     /// [`crate::Service::new`] was called outside a tokio runtime, which its link writer runs
     /// on.
     #[error("the service must be built within a tokio runtime")]
@@ -31,7 +35,7 @@ pub enum ServiceError {
     /// unavailable for the whole drain timeout); they are lost.
     #[error("some clicks could not be written before stopping")]
     ClicksNotWritten,
-    /// Work handed to the blocking pool failed (a bug).
+    /// Work handed to a thread of its own failed (a bug): hashing a password.
     #[error("{0}")]
     Internal(String),
 }

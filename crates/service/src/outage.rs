@@ -7,7 +7,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use shortlink_domain::ThrottledLog;
+use shortlink_domain::{OUTAGE_LOGGED_EVERY, ThrottledLog};
 
 /// How long after the database failed a lookup the next ones skip it.
 pub const PROBE_EVERY: Duration = Duration::from_secs(1);
@@ -25,7 +25,7 @@ impl Default for Outage {
         Self {
             since: Instant::now(),
             down_until: AtomicU64::new(0),
-            stale_answers: ThrottledLog::new(Duration::from_secs(10)),
+            stale_answers: ThrottledLog::new(OUTAGE_LOGGED_EVERY),
         }
     }
 }
@@ -47,7 +47,7 @@ impl Outage {
     }
 
     /// A lookup found the database answering.
-    pub fn is_up(&self) {
+    pub fn came_up(&self) {
         if self.down_until.load(Ordering::Relaxed) != 0 {
             self.down_until.store(0, Ordering::Relaxed);
         }

@@ -1,18 +1,19 @@
 //! Time series of clicks in a time zone's buckets, for the HTTP API's `groupBy=timeseries` and
 //! any Rust program embedding the service alike.
 
-use shortlink_analytics::Zoned;
+use shortlink_analytics::{Interval, TimeZone, Zoned, buckets};
 use shortlink_domain::Timestamp;
 use shortlink_storage::{EventFilter, Tally};
 
 use crate::{Service, ServiceError};
 
 impl Service {
-    /// Clicks and unique visitors of `filter`'s events per bucket, each keyed by where it
-    /// begins. The buckets begin at `starts`, as [`shortlink_analytics::buckets`] gives them
-    /// for a range, an interval and a time zone (the first at or before `filter.start`, which
-    /// it counts from); the last one ends at `filter.end`. Empty buckets are included, oldest
-    /// first.
+    /// Clicks and unique visitors of `filter`'s events per `interval`, each bucket keyed by where
+    /// it begins in `zone` (days, weeks and months begin at its midnight, so a day with a
+    /// daylight-saving change is 23 or 25 hours long). The first bucket begins at or before
+    /// `filter.start` and counts from it; the last ends at `filter.end`. Empty buckets are
+    /// included, oldest first. More than [`shortlink_analytics::MAX_BUCKETS`] is
+    /// [`ServiceError::Buckets`].
     ///
     /// Buckets of one length in a row (hours; days and weeks between two daylight-saving
     /// changes) are counted by one query grouped by bucket number; a bucket of another length
@@ -20,8 +21,15 @@ impl Service {
     pub async fn time_series(
         &self,
         filter: &EventFilter,
-        starts: &[Zoned],
+        interval: Interval,
+        zone: &TimeZone,
     ) -> Result<Vec<Tally<Zoned>>, ServiceError> {
+        let starts = buckets(
+            filter.start.unix_millis(),
+            filter.end.unix_millis(),
+            interval,
+            zone,
+        )?;
         let start_ms: Vec<i64> = starts
             .iter()
             .map(|z| z.timestamp().as_millisecond())
@@ -29,18 +37,18 @@ impl Service {
         let ends: Vec<i64> = (start_ms.iter().skip(1).copied())
             .chain([filter.end.unix_millis()])
             .collect();
-        let mut buckets: Vec<Tally<Zoned>> = starts
-            .iter()
-            .map(|start| Tally {
-                key: start.clone(),
+        let mut series: Vec<Tally<Zoned>> = starts
+            .into_iter()
+            .map(|key| Tally {
+                key,
                 clicks: 0,
                 visitors: 0,
             })
             .collect();
         let mut first = 0;
-        while first < starts.len() {
+        while first < start_ms.len() {
             let width = ends[first] - start_ms[first];
-            let run = (first..starts.len())
+            let run = (first..start_ms.len())
                 .take_while(|&i| ends[i] - start_ms[i] == width)
                 .count();
             let origin = start_ms[first];
@@ -59,7 +67,7 @@ impl Service {
                 let Some(bucket) = usize::try_from(tally.key)
                     .ok()
                     .filter(|&i| i < run)
-                    .and_then(|i| buckets.get_mut(first + i))
+                    .and_then(|i| series.get_mut(first + i))
                 else {
                     continue;
                 };
@@ -68,6 +76,6 @@ impl Service {
             }
             first += run;
         }
-        Ok(buckets)
+        Ok(series)
     }
 }

@@ -195,7 +195,7 @@ impl Service {
             }
             Err(e) => return Err(e.into()),
         };
-        outage.is_up();
+        outage.came_up();
         match found {
             Some(target) => {
                 let target = Arc::new(target);
@@ -366,8 +366,10 @@ impl Service {
     }
 
     /// Runs the background tasks until `stop` completes: the click flusher (a write every
-    /// [`crate::FLUSH_INTERVAL`], and the click journal's folds when due) and the webhook
-    /// delivery worker. Then writes the clicks still pending (retrying while the database is
+    /// [`crate::FLUSH_INTERVAL`], and the click journal's folds when due), the webhook
+    /// delivery worker, the follower of other instances' changes (PostgreSQL) and the upkeep
+    /// (`housekeeping`: expired idempotency keys, event partitions, retention of events and
+    /// deliveries, analytics rollups). Then writes the clicks still pending (retrying while the database is
     /// briefly unavailable, up to [`ServiceSettings::click_drain_timeout`]) and lets webhook
     /// attempts in flight finish. Runs once per service ([`ServiceError::AlreadyRunning`]).
     /// Follow it with [`Service::shutdown`].

@@ -1,6 +1,6 @@
 //! The storage error type, [`StorageError`], returned by every fallible call of the crate. A
 //! caller tells three kinds apart: a conflict it can report to a client
-//! ([`StorageError::AlreadyExists`]), a passing unavailability that the same call may get past
+//! ([`StorageError::AlreadyExists`], [`StorageError::ClaimLost`]), a passing unavailability that the same call may get past
 //! later ([`StorageError::is_unavailable`]), and everything else, which no retry mends (a bug,
 //! a malformed database, a bad configuration).
 
@@ -29,6 +29,11 @@ pub enum StorageError {
     /// refuse, in the rule's words), and nothing was written.
     #[error("invalid call: {0}")]
     Invalid(&'static str),
+    /// A creation's idempotency claim was taken over by another request (it ran past
+    /// [`crate::ABANDONED_CLAIM`]): the creation is not written, so the key's request creates
+    /// once.
+    #[error("the idempotency key's claim was taken over by another request")]
+    ClaimLost,
     /// The database URL is not one this crate speaks.
     #[error("unsupported database URL '{0}': use sqlite://PATH or postgres://…")]
     UnsupportedUrl(String),

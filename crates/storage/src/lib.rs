@@ -22,10 +22,10 @@ pub use idempotency::{
     PlacedCompletion, RenderCreation, StoredResponse,
 };
 pub use model::{
-    AuthenticatedKey, Change, ClickBatch, ClickEvent, CounterKey, CreateOutcome,
-    DEFAULT_REDIRECT_INDEX_MIB, DatabaseKind, Dimension, EventFilter, ExportedEvent,
-    FOLD_INTERVAL as CLICK_FOLD_INTERVAL, LinkClicks, LinkFilter, LinkUpdate, NewLink, PoolOptions,
-    PoolUsage, RedirectTarget, ServerOptions, StoreOptions, Tally,
+    AuthenticatedKey, CLICK_FOLD_INTERVAL, Change, ClickBatch, ClickEvent, CounterKey,
+    CreateOutcome, DEFAULT_REDIRECT_INDEX_MIB, DatabaseKind, Dimension, EventFilter, ExportedEvent,
+    LinkClicks, LinkFilter, LinkUpdate, NewLink, PoolOptions, PoolUsage, RedirectTarget,
+    ServerOptions, StoreOptions, Tally,
 };
 pub use pg::changes::ChangeListener;
 pub use store::{ANSWER_WITHIN, ROLL_UP_AFTER, Store};

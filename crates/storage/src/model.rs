@@ -19,7 +19,7 @@ use shortlink_domain::{
 /// a minute"; `sqlite/click_journal.rs` has the how). The price is paid elsewhere: another
 /// process reading the file sees counters up to this old, and a crash leaves this much journal
 /// for the next start to fold (a few megabytes at most).
-pub const FOLD_INTERVAL: Duration = Duration::from_secs(60);
+pub const CLICK_FOLD_INTERVAL: Duration = Duration::from_secs(60);
 
 /// Which database a `Store` speaks to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -100,7 +100,7 @@ impl Default for ServerOptions {
     fn default() -> Self {
         Self {
             redirect_index_mib: DEFAULT_REDIRECT_INDEX_MIB,
-            click_fold_interval: FOLD_INTERVAL,
+            click_fold_interval: CLICK_FOLD_INTERVAL,
         }
     }
 }
@@ -146,7 +146,7 @@ pub struct AuthenticatedKey {
     pub workspace: Workspace,
 }
 
-/// Clicks to add to the counters, as gathered by the click batcher.
+/// Clicks to add to the counters, as gathered by the service's click flush.
 #[derive(Debug, Clone, Default)]
 pub struct ClickBatch {
     /// One entry per clicked link.

@@ -212,14 +212,17 @@ impl Store {
     }
 
     /// Opens the database at `url` ready for use, in the order it needs: connects, applies
-    /// pending migrations, and, for a server ([`StoreOptions::server`]) on SQLite, starts the
-    /// click journal (first: it takes the file's server lock, so a second server on the file is
-    /// refused before anything is loaded, and it folds what an earlier process left) and loads the
-    /// redirect index. Its counterpart is [`Store::shutdown`].
+    /// pending migrations, makes the click events' partitions of this month and the next
+    /// (PostgreSQL), and, for a server ([`StoreOptions::server`]) on SQLite, starts the click
+    /// journal (first: it takes the file's server lock, so a second server on the file is
+    /// refused before anything is loaded, and it folds what an earlier process left), loads the
+    /// redirect index and makes the webhook deliveries an earlier process leased due again (no
+    /// other server uses the file). Its counterpart is [`Store::shutdown`].
     pub async fn open(url: &str, options: StoreOptions) -> Result<Self, StorageError> {
         let store = Self::connect(url, options.pool)?;
         store.migrate().await?;
         // The click events' partitions for this month and the next exist before any is written.
+        // (Nothing is deleted without `keep_after`, so the batch size is never used.)
         store.maintain_events(Timestamp::now(), None, 1).await?;
         if let Some(server) = options.server
             && store.kind() == DatabaseKind::Sqlite
@@ -932,8 +935,8 @@ impl Store {
     }
 
     /// Claims an idempotency key for a creating request (see [`ClaimOutcome`]). A claimed key is
-    /// completed by the creation's transaction ([`Store::create_links`],
-    /// [`Store::create_webhook`]), or given back with [`Store::release_idempotency_key`].
+    /// completed by the creation's transaction ([`Store::create_links_completing`],
+    /// [`Store::create_webhook_completing`]), or given back with [`Store::release_idempotency_key`].
     pub async fn claim_idempotency_key(
         &self,
         claim: &IdempotencyClaim,
@@ -1015,14 +1018,15 @@ impl Store {
             .await
     }
 
-    /// The endpoint's latest `limit` deliveries; `None` when it is not the workspace's.
+    /// The endpoint's latest `limit` deliveries, in any state: the first page of
+    /// [`Store::list_deliveries_page`]; `None` when it is not the workspace's.
     pub async fn list_deliveries(
         &self,
         workspace: WorkspaceId,
         id: WebhookId,
         limit: i64,
     ) -> Result<Option<Vec<Delivery>>, StorageError> {
-        self.detached(|s| async move { dispatch!(s, read, list_deliveries(workspace, id, limit)) })
+        self.list_deliveries_page(workspace, id, None, None, limit)
             .await
     }
 

@@ -50,11 +50,6 @@ impl GuardedResolver {
         Self { allow_private }
     }
 
-    /// Whether private addresses are kept.
-    pub fn allows_private(&self) -> bool {
-        self.allow_private
-    }
-
     /// Refuses a URL whose host is a non-public IP literal. reqwest connects to IP literals
     /// without asking the resolver, so this check has to run before each request.
     pub fn check_literal(&self, url: &Url) -> Result<(), GuardError> {

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use futures_util::FutureExt;
 use shortlink_domain::{
-    AttemptRecord, ClaimedDelivery, DeliveryQueue, InFlight, NextStep, ThrottledLog, Timestamp,
-    WebhookId,
+    AttemptRecord, ClaimedDelivery, DeliveryQueue, InFlight, NextStep, OUTAGE_LOGGED_EVERY,
+    ThrottledLog, Timestamp, WebhookId,
 };
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
@@ -175,9 +175,9 @@ impl<Q: DeliveryQueue> DeliveryWorker<Q> {
         let mut ended_since_claim = 0;
         let mut next_poll = Instant::now();
         // Claims failed in a row: an outage is logged at its first failure and once every
-        // `CLAIM_FAILURES_LOGGED_EVERY` after, not at every poll.
+        // `OUTAGE_LOGGED_EVERY` after, not at every poll.
         let mut failed_claims = 0_u32;
-        let claim_failures = ThrottledLog::new(CLAIM_FAILURES_LOGGED_EVERY);
+        let claim_failures = ThrottledLog::new(OUTAGE_LOGGED_EVERY);
 
         tracing::info!(concurrency, "webhook delivery worker started");
         loop {
@@ -300,10 +300,6 @@ impl<Q: DeliveryQueue> DeliveryWorker<Q> {
 fn claim_worth(quarter: usize, concurrency: usize, running: usize) -> usize {
     InFlight::room_of(concurrency, running, 0).clamp(1, quarter)
 }
-
-/// At most one line per this while claims fail (the queue cannot be reached), as the service's
-/// other outage lines.
-const CLAIM_FAILURES_LOGGED_EVERY: Duration = Duration::from_secs(10);
 
 /// Most attempts recorded in one transaction.
 const RECORD_BATCH: usize = 256;

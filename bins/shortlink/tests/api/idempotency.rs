@@ -4,7 +4,10 @@
 
 use reqwest::{Method, Response};
 use serde_json::{Value, json};
-use shortlink_storage::{ClaimOutcome, IdempotencyClaim};
+use shortlink_storage::{
+    ClaimOutcome, IdempotencyClaim, LinkCompletion, NewLink, PlacedCompletion, StorageError,
+    StoredResponse,
+};
 
 use crate::helpers::{TestApp, assert_error, assert_invalid, header, on_both_backends, text};
 
@@ -18,6 +21,7 @@ on_both_backends!(
     a_conflict_is_recorded_and_replayed,
     bulk_and_webhook_creations_replay,
     a_key_lapses_after_a_day,
+    a_creation_whose_claim_was_taken_over_is_not_written,
 );
 
 const KEY: &str = "5f1c2a8e-8f0b-4a57-9d1e-3c1b2f0d7a11";
@@ -258,4 +262,70 @@ async fn a_key_lapses_after_a_day(app: TestApp) {
         0,
         "the new claim is young"
     );
+}
+
+/// A request whose creation stalled past `ABANDONED_CLAIM` (five minutes) lost its key to a
+/// retry, which created the link; when the stalled creation reaches the database at last, it is
+/// not written: one link for one key, and the key keeps the retry's answer.
+async fn a_creation_whose_claim_was_taken_over_is_not_written(app: TestApp) {
+    let body = json!({ "destination": "https://example.com/stalled" });
+    let bytes = serde_json::to_vec(&body).expect("JSON serialises");
+    let stalled = IdempotencyClaim {
+        workspace_id: app.tenant.workspace.id,
+        key: KEY.into(),
+        fingerprint: shortlink_http::idempotency::fingerprint("/api/v1/links", &bytes),
+        token: "stalled-request".into(),
+    };
+    assert_eq!(
+        app.store
+            .claim_idempotency_key(&stalled)
+            .await
+            .expect("claimed"),
+        ClaimOutcome::Claimed
+    );
+    let six_minutes = 6 * 60 * 1000;
+    app.db
+        .execute(&format!(
+            "UPDATE idempotency_keys SET created_at = created_at - {six_minutes}"
+        ))
+        .await;
+    let retry = status_and_body(post_with_key(&app, "/links", KEY, &body).await).await;
+    assert_eq!(
+        (retry.0, retry.1),
+        (200, false),
+        "the retry took the key over"
+    );
+
+    let base = shortlink_domain::BaseUrl::parse(&app.address).expect("a base URL");
+    let link = NewLink {
+        id: shortlink_domain::LinkId::generate(),
+        workspace_id: app.tenant.workspace.id,
+        domain: app.domain.clone(),
+        slug: None,
+        destination: shortlink_domain::Destination::parse("https://example.com/stalled", &base)
+            .expect("a destination"),
+        created_at: shortlink_domain::Timestamp::now(),
+        options: Default::default(),
+    };
+    let completion = PlacedCompletion {
+        links: 0..1,
+        completion: LinkCompletion {
+            claim: stalled,
+            render: std::sync::Arc::new(|_| StoredResponse {
+                status: 200,
+                body: "the stalled answer".into(),
+            }),
+        },
+    };
+    let written = app
+        .store
+        .create_links_completing(vec![link], &base, vec![completion])
+        .await;
+    assert!(
+        matches!(written, Err(StorageError::ClaimLost)),
+        "{written:?}"
+    );
+    assert_eq!(link_count(&app).await, 1);
+    let again = status_and_body(post_with_key(&app, "/links", KEY, &body).await).await;
+    assert_eq!(again, (200, true, retry.2));
 }

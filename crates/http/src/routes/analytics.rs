@@ -7,10 +7,7 @@ use actix_web::web::{self, Bytes, Data};
 use actix_web::{HttpRequest, HttpResponse, Responder};
 use futures_util::stream;
 use serde::{Deserialize, Serialize};
-use shortlink_analytics::{
-    BucketError, Interval, MAX_BUCKETS, TimeZone, Zoned, bucket_start, buckets, parse_date,
-    time_zone,
-};
+use shortlink_analytics::{Device, Interval, TimeZone, Zoned, bucket_start, parse_date, time_zone};
 use shortlink_domain::{CountryCode, LinkRef, Timestamp};
 use shortlink_storage::{Dimension, EventFilter, ExportedEvent, Tally};
 use utoipa::{IntoParams, ToSchema};
@@ -324,7 +321,7 @@ async fn events(
         return Err(ApiError::field("end", "end must not be before start"));
     }
     if let Some(device) = &selection.device
-        && !matches!(device.as_str(), "desktop" | "mobile" | "tablet" | "other")
+        && Device::parse(device).is_none()
     {
         return Err(ApiError::field(
             "device",
@@ -390,15 +387,7 @@ async fn analytics(
             Ok(ok(groups.into_iter().map(Group::from).collect::<Vec<_>>()))
         }
         Shape::Series(interval) => {
-            let starts = buckets(filter.start.unix_millis(), filter.end.unix_millis(), interval, &zone)
-                .map_err(|e| match e {
-                    BucketError::TooMany => ApiError::field(
-                        "interval",
-                        format!("the range holds more than {MAX_BUCKETS} buckets of this interval; pick a longer interval or a shorter range"),
-                    ),
-                    BucketError::OutOfRange => ApiError::field("start", "the range is out of bounds"),
-                })?;
-            let series = state.service.time_series(&filter, &starts).await?;
+            let series = state.service.time_series(&filter, interval, &zone).await?;
             Ok(ok(series.iter().map(Bucket::from).collect::<Vec<_>>()))
         }
     }
@@ -536,6 +525,30 @@ mod tests {
         let mut out = Vec::new();
         csv_cell(&mut out, s);
         String::from_utf8_lossy(&out).into_owned()
+    }
+
+    /// `SELECTION` decides which parameters are refused as unknown: it must name every field.
+    #[test]
+    fn the_selection_list_names_every_parameter_it_reads() {
+        let mut read: Vec<String> = Selection::into_params(|| None)
+            .into_iter()
+            .map(|p| p.name)
+            .collect();
+        read.sort();
+        let mut listed = SELECTION.to_vec();
+        listed.sort_unstable();
+        assert_eq!(read, listed);
+    }
+
+    #[test]
+    fn the_documented_device_pattern_names_every_device() {
+        let names: Vec<&str> = Device::ALL.iter().map(|d| d.as_str()).collect();
+        let documented = format!("^({})$", names.join("|"));
+        let base = shortlink_domain::BaseUrl::parse("http://127.0.0.1:8080").unwrap();
+        let openapi = serde_json::to_string(&crate::openapi::document(&base)).unwrap();
+        assert!(openapi.contains(&documented), "{documented}");
+        assert!(names.iter().all(|&name| Device::parse(name).is_some()));
+        assert_eq!(Device::parse("phone"), None);
     }
 
     #[test]

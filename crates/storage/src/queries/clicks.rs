@@ -1,4 +1,4 @@
-//! Click counts, written in batches by the server's click batcher.
+//! Click counts, written in batches by the service's click flush.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -79,7 +79,7 @@ async fn clicked_events(
         .into_iter()
         .map(|row| (row.seq, row))
         .collect();
-    // Each link's view once; its events are made and written a few hundred at a time, so a
+    // Each link's view once; its events are made and written `EVENTS_PER_WRITE` at a time, so a
     // batch's clicks are never all held as events and payloads at once.
     let mut views = Vec::with_capacity(wanted.len());
     for entry in wanted {

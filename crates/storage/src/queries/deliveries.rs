@@ -320,6 +320,8 @@ pub(crate) async fn end_leases(c: &mut Conn) -> Result<usize, StorageError> {
 pub(crate) fn due<'a>(webhook: &'a str, now: i64, limit: i64) -> _ {
     webhook_deliveries::table
         .filter(webhook_deliveries::webhook_id.eq(webhook))
+        // `DeliveryState::Pending`'s text, written out: `auto_type` names each expression's
+        // type, and a method call's has no name it can write.
         .filter(webhook_deliveries::state.eq("pending"))
         .filter(webhook_deliveries::next_attempt_at.le(now))
         .filter(

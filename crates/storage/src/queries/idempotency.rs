@@ -73,13 +73,14 @@ pub(crate) async fn claim_idempotency_key(
     })
 }
 
-/// Records the answer under a claim; part of the creation's transaction. `false` when the claim
-/// is no longer held (taken over after [`ABANDONED_CLAIM`]).
+/// Records the answer under a claim; part of the creation's transaction, which fails with
+/// [`StorageError::ClaimLost`] when the claim is no longer held (taken over after
+/// [`ABANDONED_CLAIM`]): the request that took the key over creates instead.
 pub(crate) async fn complete_idempotency_key(
     c: &mut Conn,
     claim: &IdempotencyClaim,
     response: &StoredResponse,
-) -> Result<bool, StorageError> {
+) -> Result<(), StorageError> {
     let updated = diesel::update(keys::table.find((claim.workspace_id.to_string(), &claim.key)))
         .filter(keys::claim.eq(&claim.token))
         .set((
@@ -90,8 +91,9 @@ pub(crate) async fn complete_idempotency_key(
         .await?;
     if updated == 0 {
         tracing::warn!(key = %claim.key, "an idempotency key's claim was taken over before its creation completed");
+        return Err(StorageError::ClaimLost);
     }
-    Ok(updated == 1)
+    Ok(())
 }
 
 /// Gives a claimed key back after its creation failed, so a retry can run.

@@ -107,33 +107,6 @@ pub(crate) async fn delete_webhook(
     .await
 }
 
-/// The endpoint's most recent deliveries, newest first; `None` when the endpoint is not the
-/// workspace's.
-pub(crate) async fn list_deliveries(
-    c: &mut Conn,
-    workspace: WorkspaceId,
-    id: WebhookId,
-    limit: i64,
-) -> Result<Option<Vec<Delivery>>, StorageError> {
-    if get_webhook(c, workspace, id).await?.is_none() {
-        return Ok(None);
-    }
-    let rows = webhook_deliveries::table
-        .filter(webhook_deliveries::webhook_id.eq(id.to_string()))
-        .order((
-            webhook_deliveries::created_at.desc(),
-            webhook_deliveries::event_id.desc(),
-        ))
-        .limit(limit)
-        .select(DeliveryRow::as_select())
-        .load(c)
-        .await?;
-    rows.into_iter()
-        .map(DeliveryRow::into_domain)
-        .collect::<Result<_, _>>()
-        .map(Some)
-}
-
 /// One page of the endpoint's deliveries, newest first (by creation time, then event id),
 /// optionally only those in `state`, starting after `after`; `None` when the endpoint is not the
 /// workspace's.

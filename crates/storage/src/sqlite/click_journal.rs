@@ -5,7 +5,7 @@
 //! per clicked link. With a million links clicked at random, each flush (four a second) dirtied
 //! nearly every page of the counters, and writing and checkpointing those pages was most of the
 //! server's CPU per redirect beyond the lookup. The same clicks folded in once every
-//! [`FOLD_INTERVAL`](crate::model::FOLD_INTERVAL) cost a tenth as much per click
+//! [`CLICK_FOLD_INTERVAL`](crate::CLICK_FOLD_INTERVAL) cost a tenth as much per click
 //! (docs/PERFORMANCE-ROUNDS.md, "The click journal").
 //!
 //! How it stays exact:
