@@ -1,0 +1,404 @@
+//! [`Store`]: the one storage API, whichever database is underneath.
+
+use shortlink_domain::{
+    ApiKey, ApiKeyHash, ApiKeyId, AttemptRecord, BaseUrl, ClaimedDelivery, Delivery, DeliveryQueue,
+    EventKind, InFlight, Link, LinkId, LinkPatch, LinkRef, MessageId, RateLimit, Timestamp,
+    Webhook, WebhookId, Workspace, WorkspaceId,
+};
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::idempotency::{ClaimOutcome, IdempotencyClaim, PlacedCompletion, StoredResponse};
+use crate::model::{
+    AuthenticatedKey, ClickBatch, CounterKey, CreateOutcome, DAY, DatabaseKind, Dimension,
+    EventFilter, ExportedEvent, LinkFilter, LinkUpdate, NewLink, PoolOptions, PoolUsage,
+    RedirectTarget, StoreOptions, Tally,
+};
+use crate::pg::Postgres;
+use crate::pg::changes::ChangeListener;
+use crate::pool::{self, PgPool};
+use crate::sqlite::Sqlite;
+use crate::{StorageError, migrate};
+
+/// How long a PostgreSQL call may take in all before it fails as unavailable: an API request
+/// answers 503 within this (plus its own work) whatever the network does.
+pub const ANSWER_WITHIN: Duration = Duration::from_secs(5);
+
+/// How long after its end a day's analytics are rolled up: clicks reach the database within
+/// seconds of their redirect, and the few that come later (a flush retried after an outage, a
+/// journal replayed after a crash) mark the day stale again.
+pub const ROLL_UP_AFTER: i64 = 3_600_000;
+
+/// How long reading one day's rollup may take on PostgreSQL (seven aggregates over the day's
+/// events, each also bound by the connection's statement timeout).
+const ROLL_UP_WITHIN: Duration = Duration::from_secs(120);
+
+/// `call`, or [`StorageError::Unavailable`] once `bound` has passed.
+async fn within<T>(
+    bound: Duration,
+    call: impl std::future::Future<Output = Result<T, StorageError>>,
+) -> Result<T, StorageError> {
+    tokio::time::timeout(bound, call).await.map_err(|_| {
+        StorageError::Unavailable(format!(
+            "the database did not answer within {} s",
+            bound.as_secs_f32()
+        ))
+    })?
+}
+
+/// The same bound for a flush of clicks, which may write many rows: long enough for the largest
+/// batch, short enough that a flush stuck on a dead connection gives its batch back and retries.
+const WRITE_CLICKS_WITHIN: Duration = Duration::from_secs(30);
+
+#[derive(Clone)]
+enum Backend {
+    Postgres(PgPool),
+    Sqlite(Arc<Sqlite>),
+}
+
+/// The storage API. Cheap to clone (it holds pools).
+#[derive(Clone)]
+pub struct Store {
+    backend: Backend,
+    url: String,
+    /// The runtime SQLite queries run on (see [`Store::detached`]) and PostgreSQL connections are
+    /// made on (see `pool::postgres`).
+    runtime: Option<tokio::runtime::Handle>,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store")
+            .field("kind", &self.kind())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Runs one query function from `queries/` on a connection of the right pool: `read`
+/// queries go to SQLite's readers, `write` ones to its single writer; PostgreSQL has one pool
+/// for both. `hooks` hands the query the backend's side of it ([`crate::hooks::Hooks`]).
+macro_rules! dispatch {
+    ($self:ident, $access:ident, $func:ident($($arg:expr),* $(,)?)) => {
+        match &$self.backend {
+            Backend::Postgres(pool) => {
+                let mut conn = pool.get().await?;
+                crate::pg::queries::$func(&mut conn, $($arg),*).await
+            }
+            Backend::Sqlite(sqlite) => dispatch!(@sqlite $access, sqlite, |c| {
+                crate::sqlite::queries::$func(c, $($arg),*).await
+            }),
+        }
+    };
+    ($self:ident, $access:ident, $func:ident($($arg:expr),* $(,)?), hooks) => {
+        match &$self.backend {
+            Backend::Postgres(pool) => {
+                let mut conn = pool.get().await?;
+                crate::pg::queries::$func(&mut conn, $($arg,)* &Postgres).await
+            }
+            Backend::Sqlite(sqlite) => dispatch!(@sqlite $access, sqlite, |c| {
+                crate::sqlite::queries::$func(c, $($arg,)* &**sqlite).await
+            }),
+        }
+    };
+    // A write that changes links: on SQLite, its effect on the redirect index and the recent
+    // codes (`Sqlite::$apply`) is applied after it ends and before the single writer connection
+    // is released, so in commit order.
+    ($self:ident, write, $func:ident($($arg:expr),* $(,)?), hooks, then: $apply:ident) => {
+        match &$self.backend {
+            Backend::Postgres(pool) => {
+                let mut conn = pool.get().await?;
+                crate::pg::queries::$func(&mut conn, $($arg,)* &Postgres).await
+            }
+            Backend::Sqlite(sqlite) => {
+                let mut writer = sqlite.writer().await?;
+                let (conn, held) = writer.split();
+                let result = crate::sqlite::queries::$func(conn, $($arg,)* &**sqlite).await;
+                sqlite.$apply(held, &result);
+                result
+            }
+        }
+    };
+    (@sqlite read, $sqlite:ident, |$c:ident| $body:expr) => {{
+        let mut conn = $sqlite.readers().get().await?;
+        let $c = &mut *conn;
+        $body
+    }};
+    (@sqlite write, $sqlite:ident, |$c:ident| $body:expr) => {{
+        let mut writer = $sqlite.writer().await?;
+        let $c = writer.conn();
+        $body
+    }};
+}
+
+// After `dispatch!`, which they use (a macro is seen by what follows it).
+mod accounts;
+mod analytics;
+mod clicks;
+mod idempotency;
+mod links;
+mod webhooks;
+
+fn sqlite_path(url: &str) -> Option<&str> {
+    url.strip_prefix("sqlite://")
+        .or_else(|| url.strip_prefix("sqlite:"))
+        .filter(|p| !p.is_empty())
+}
+
+impl Store {
+    /// The SQLite state, if this is SQLite.
+    fn sqlite(&self) -> Option<&Arc<Sqlite>> {
+        match &self.backend {
+            Backend::Sqlite(sqlite) => Some(sqlite),
+            Backend::Postgres(_) => None,
+        }
+    }
+
+    /// Runs a query to completion even if the caller stops waiting. diesel-async's SQLite
+    /// wrapper, when a query's future is dropped half-way (a client disconnected), blocks in
+    /// place until the blocking task ends, and that panics on a single-threaded runtime such as
+    /// an actix worker's. So SQLite queries run as tasks of the runtime that opened the store,
+    /// and a caller that goes away merely stops waiting for the task. PostgreSQL queries are
+    /// cancel-safe and run in place, within [`ANSWER_WITHIN`].
+    async fn detached<T, F>(&self, query: impl FnOnce(Store) -> F) -> Result<T, StorageError>
+    where
+        F: std::future::Future<Output = Result<T, StorageError>> + Send + 'static,
+        T: Send + 'static,
+    {
+        self.detached_within(ANSWER_WITHIN, query).await
+    }
+
+    /// [`Store::detached`], with PostgreSQL given `bound` in all (pool wait, connect, the
+    /// statements): a database that stops answering (a frozen network drops no connection, and
+    /// the server's `statement_timeout` cannot reach a client it cannot talk to) fails the call
+    /// as [`StorageError::Unavailable`] instead of hanging it. A connection abandoned half-way is
+    /// discarded by the pool, which checks it on return.
+    async fn detached_within<T, F>(
+        &self,
+        bound: Duration,
+        query: impl FnOnce(Store) -> F,
+    ) -> Result<T, StorageError>
+    where
+        F: std::future::Future<Output = Result<T, StorageError>> + Send + 'static,
+        T: Send + 'static,
+    {
+        match (&self.backend, &self.runtime) {
+            (Backend::Sqlite(_), Some(runtime)) => runtime
+                .spawn(query(self.clone()))
+                .await
+                .map_err(|e| StorageError::Unavailable(format!("storage task failed: {e}")))?,
+            (Backend::Sqlite(_), None) => query(self.clone()).await,
+            (Backend::Postgres(_), _) => within(bound, query(self.clone())).await,
+        }
+    }
+
+    /// Opens pools for `url`: `sqlite://PATH` (the file is created if missing) or
+    /// `postgres://…`. Connections are made lazily. Nothing else: [`Store::open`] is this and
+    /// every step a store needs before use; this alone is for a tool that migrates on its own
+    /// command ([`Store::migrate`]).
+    ///
+    /// Call it within a tokio runtime, which the store then uses for its connections and its
+    /// database work for good: once that runtime is shut down, every call fails
+    /// ([`StorageError::Unavailable`], "task … was cancelled"), whichever runtime makes it.
+    pub fn connect(url: &str, options: PoolOptions) -> Result<Self, StorageError> {
+        let runtime = tokio::runtime::Handle::try_current().ok();
+        let backend = if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            let size = options.max_connections.max(2);
+            Backend::Postgres(pool::postgres(url, size, runtime.clone())?)
+        } else if let Some(path) = sqlite_path(url) {
+            let readers = options.max_connections.clamp(1, 8);
+            Backend::Sqlite(Arc::new(Sqlite::open(path, readers)?))
+        } else {
+            return Err(StorageError::UnsupportedUrl(url.to_owned()));
+        };
+        Ok(Self {
+            backend,
+            url: url.to_owned(),
+            runtime,
+        })
+    }
+
+    /// Opens the database at `url` ready for use, in the order it needs: connects, applies
+    /// pending migrations, makes the click events' partitions of this month and the next
+    /// (PostgreSQL), and, for a server ([`StoreOptions::server`]) on SQLite, starts the click
+    /// journal (first: it takes the file's server lock, so a second server on the file is
+    /// refused before anything is loaded, and it folds what an earlier process left), loads the
+    /// redirect index and makes the webhook deliveries an earlier process leased due again (no
+    /// other server uses the file). Its counterpart is [`Store::shutdown`].
+    pub async fn open(url: &str, options: StoreOptions) -> Result<Self, StorageError> {
+        let store = Self::connect(url, options.pool)?;
+        store.migrate().await?;
+        // The click events' partitions for this month and the next exist before any is written.
+        // (Nothing is deleted without `keep_after`, so the batch size is never used.)
+        store.maintain_events(Timestamp::now(), None, 1).await?;
+        if let Some(server) = options.server
+            && store.kind() == DatabaseKind::Sqlite
+        {
+            store.start_journal(server.click_fold_interval).await?;
+            store.load_index_within(server.redirect_index_mib).await?;
+            // The journal's start took the file's lock: no other server uses it now.
+            let ended = dispatch!(store, write, end_leases())?;
+            if ended > 0 {
+                tracing::info!(
+                    deliveries = ended,
+                    "webhook deliveries leased by a previous run that did not stop are due again"
+                );
+            }
+        }
+        Ok(store)
+    }
+
+    /// [`Store::load_index`] with a budget in MiB (0: none), saying how it went in the
+    /// log.
+    async fn load_index_within(&self, mib: usize) -> Result<(), StorageError> {
+        if mib == 0 {
+            return Ok(());
+        }
+        let started = std::time::Instant::now();
+        if self.load_index(mib << 20).await? {
+            tracing::info!(
+                elapsed_ms = started.elapsed().as_millis() as u64,
+                "redirect index loaded"
+            );
+        } else {
+            tracing::warn!(
+                budget_mib = mib,
+                "the links do not fit the redirect index: redirects read the database (raise \
+                 --redirect-index-mib)"
+            );
+        }
+        Ok(())
+    }
+
+    /// Ends a server's use of the store, the counterpart of [`Store::open`]: on SQLite, folds
+    /// the click journal and the recent codes into the file, so that the file alone holds every
+    /// count and finds every link by its code quickly. Nothing to do on PostgreSQL. Call it once
+    /// nothing records clicks or creates links any more. A fold that fails loses nothing (the
+    /// next start folds), so both are tried; the first failure is returned.
+    pub async fn shutdown(&self) -> Result<(), StorageError> {
+        let clicks = self.fold_journal().await;
+        let codes = self.fold_recent_codes().await;
+        clicks.and(codes)
+    }
+
+    /// Which database this is.
+    pub fn kind(&self) -> DatabaseKind {
+        match self.backend {
+            Backend::Postgres(_) => DatabaseKind::Postgres,
+            Backend::Sqlite(_) => DatabaseKind::Sqlite,
+        }
+    }
+
+    /// Applies pending migrations; returns how many ran.
+    pub async fn migrate(&self) -> Result<usize, StorageError> {
+        match &self.backend {
+            Backend::Postgres(_) => migrate::postgres(self.url.clone()).await,
+            Backend::Sqlite(sqlite) => {
+                let applied = migrate::sqlite(sqlite.path().to_owned()).await?;
+                sqlite.remember_file();
+                Ok(applied)
+            }
+        }
+    }
+
+    /// Succeeds when the database answers a trivial query.
+    pub async fn ping(&self) -> Result<(), StorageError> {
+        self.detached(|s| async move { dispatch!(s, read, ping()) })
+            .await
+    }
+
+    /// Succeeds when the database answers and its newest applied migration is the newest this
+    /// build embeds (a readiness probe: a database recreated empty, or one migrated by a newer
+    /// build, is not one this server can serve), and, on SQLite, when its path still names the
+    /// file migrated (not deleted or replaced under the server).
+    pub async fn check_ready(&self) -> Result<(), StorageError> {
+        if let Backend::Sqlite(sqlite) = &self.backend {
+            sqlite.check_file()?;
+        }
+        let found = self
+            .detached(|s| async move { dispatch!(s, read, schema_version()) })
+            .await?;
+        let expected = crate::migrate::latest_version(self.kind());
+        if found == expected {
+            Ok(())
+        } else {
+            Err(StorageError::Unavailable(format!(
+                "the database schema is at migration {}, this build expects {}",
+                found.as_deref().unwrap_or("none"),
+                expected.as_deref().unwrap_or("none")
+            )))
+        }
+    }
+
+    /// Runs `delete`, a short transaction deleting up to `batch` rows (of each kind it deletes),
+    /// until a round deletes fewer; returns how many rows it deleted in all.
+    async fn delete_in_batches<F>(
+        &self,
+        batch: i64,
+        delete: impl Fn(Store) -> F,
+    ) -> Result<usize, StorageError>
+    where
+        F: std::future::Future<Output = Result<usize, StorageError>> + Send + 'static,
+    {
+        let full = usize::try_from(batch).unwrap_or(usize::MAX);
+        let mut deleted = 0;
+        loop {
+            let n = self.detached(&delete).await?;
+            deleted += n;
+            if n < full {
+                return Ok(deleted);
+            }
+        }
+    }
+
+    /// On PostgreSQL, a connection of its own that hears every change other instances (and this
+    /// one) make to links and keys, for caches to follow; `None` on SQLite, whose one server
+    /// makes every change itself.
+    pub async fn listen_for_changes(&self) -> Result<Option<ChangeListener>, StorageError> {
+        match &self.backend {
+            Backend::Postgres(_) => within(ANSWER_WITHIN, ChangeListener::connect(&self.url))
+                .await
+                .map(Some),
+            Backend::Sqlite(_) => Ok(None),
+        }
+    }
+
+    /// How busy the connection pools are.
+    pub fn pool_usage(&self) -> Vec<PoolUsage> {
+        match &self.backend {
+            Backend::Postgres(pool) => vec![PoolUsage::of("postgres", pool)],
+            Backend::Sqlite(sqlite) => vec![
+                PoolUsage::of("reader", sqlite.readers()),
+                PoolUsage::of("writer", sqlite.writer_pool()),
+            ],
+        }
+    }
+}
+
+/// The steps of [`Store::open`] and [`Store::shutdown`] one at a time, for tests that set a
+/// store up by hand; an embedder has the one lifecycle and need not know a backend's steps.
+#[cfg(feature = "testing")]
+impl Store {
+    /// On SQLite, starts the click journal (as [`Store::open`] does for a server); whether it is
+    /// on. A second store on the same file is refused ([`StorageError::Unavailable`]).
+    pub async fn start_click_journal(&self, fold_interval: Duration) -> Result<bool, StorageError> {
+        self.start_journal(fold_interval).await
+    }
+
+    /// On SQLite, loads the redirect index (as [`Store::open`] does for a server); whether the
+    /// links fit in `budget_bytes`.
+    pub async fn load_redirect_index(&self, budget_bytes: usize) -> Result<bool, StorageError> {
+        self.load_index(budget_bytes).await
+    }
+
+    /// On SQLite, folds the click journal into the counters now (as [`Store::shutdown`] does).
+    pub async fn fold_clicks(&self) -> Result<(), StorageError> {
+        self.fold_journal().await
+    }
+
+    /// On SQLite, folds the recent codes into the code index now (as [`Store::shutdown`] does).
+    pub async fn fold_codes(&self) -> Result<(), StorageError> {
+        self.fold_recent_codes().await
+    }
+}
