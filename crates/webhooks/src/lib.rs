@@ -16,6 +16,7 @@
 //! retried by the worker.
 
 mod guard;
+mod pacing;
 mod schedule;
 mod sender;
 mod signing;

@@ -16,6 +16,7 @@ use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::task::{JoinError, JoinSet};
 use tokio::time::{Instant, sleep_until};
 
+use crate::pacing::Pacing;
 use crate::schedule::RetrySchedule;
 use crate::sender::{DEFAULT_REQUEST_TIMEOUT, SenderConfig, SenderError, WebhookSender};
 
@@ -153,9 +154,7 @@ impl<Q: DeliveryQueue> DeliveryWorker<Q> {
         } = self;
         let concurrency = config.concurrency.max(1);
         let busy = Busy::default();
-        // Claims wait until a claim's worth of slots is free (or none is busy): one claim's
-        // transaction then serves several attempts. See `claim_worth`.
-        let quarter = (concurrency / 4).max(1);
+        let mut pacing = Pacing::new(concurrency);
         let schedule = Arc::new(config.schedule);
         let unrecorded = Arc::new(Semaphore::new(concurrency + RECORD_BATCH));
         let (records, recorded) = tokio::sync::mpsc::unbounded_channel();
@@ -164,15 +163,6 @@ impl<Q: DeliveryQueue> DeliveryWorker<Q> {
         let mut shutdown = std::pin::pin!(shutdown);
         let mut in_flight: JoinSet<()> = JoinSet::new();
         let mut stopping = false;
-        // Whether to ask the queue now, and whether the last answer suggested more is due
-        // (it filled every free slot), so that a finished attempt should be replaced at once.
-        let mut claim_now = true;
-        let mut more_due = false;
-        // Whether the last claim left an endpoint at its bound (it may have more due), and the
-        // attempts ended since: its room is claimed again once a claim's worth of it is free,
-        // not one delivery per claim as each attempt ends.
-        let mut held_back = false;
-        let mut ended_since_claim = 0;
         let mut next_poll = Instant::now();
         // Claims failed in a row: an outage is logged at its first failure and once every
         // `OUTAGE_LOGGED_EVERY` after, not at every poll.
@@ -183,23 +173,16 @@ impl<Q: DeliveryQueue> DeliveryWorker<Q> {
         loop {
             while let Some(done) = in_flight.try_join_next() {
                 log_panic(done);
-                ended_since_claim += 1;
+                pacing.ended();
             }
-            let claim_at = claim_worth(quarter, concurrency, in_flight.len());
-            // Ended attempts call for a claim when the last one filled every free slot, or held
-            // an endpoint at its bound and a claim's worth of room has come free since.
-            claim_now |=
-                ended_since_claim > 0 && (more_due || (held_back && ended_since_claim >= claim_at));
             let free = concurrency
                 .saturating_sub(in_flight.len())
                 .min(unrecorded.available_permits());
-            if claim_now && (free >= claim_at || (free > 0 && in_flight.is_empty())) {
-                claim_now = false;
+            if pacing.claim_now(in_flight.len(), free) {
                 next_poll = Instant::now() + config.poll_interval;
                 let now = Timestamp::now();
                 let limit = i64::try_from(free).unwrap_or(i64::MAX);
                 let room = busy.in_flight(concurrency);
-                ended_since_claim = 0;
                 match queue
                     .claim_due(now, limit, now.plus(config.lease), &room)
                     .await
@@ -209,8 +192,7 @@ impl<Q: DeliveryQueue> DeliveryWorker<Q> {
                             tracing::info!(failed_claims, "claiming webhook deliveries again");
                             failed_claims = 0;
                         }
-                        more_due = batch.len() >= free;
-                        held_back = room.filled(&batch);
+                        pacing.answered(batch.len(), free, room.filled(&batch));
                         // The signal may have come while the queue answered; what was claimed
                         // then goes back at once rather than waiting for its lease to end.
                         // `stopping` is false here: the loop ends as soon as it is set.
@@ -237,7 +219,7 @@ impl<Q: DeliveryQueue> DeliveryWorker<Q> {
                         }
                     }
                     Err(e) => {
-                        more_due = false;
+                        pacing.failed();
                         failed_claims = failed_claims.saturating_add(1);
                         if let Some(repeated) = claim_failures.occurred(std::time::Instant::now()) {
                             tracing::error!(
@@ -260,14 +242,12 @@ impl<Q: DeliveryQueue> DeliveryWorker<Q> {
                 () = shutdown.as_mut() => stopping = true,
                 Some(done) = in_flight.join_next(), if !in_flight.is_empty() => {
                     log_panic(done);
-                    ended_since_claim += 1;
+                    pacing.ended();
                 }
-                () = wake.0.notified() => claim_now = true,
-                // Records written free their permits: like an attempt that ended, a reason to
-                // ask again only when the last answer suggested more is due.
-                () = written.notified() => claim_now |= more_due,
+                () = wake.0.notified() => pacing.ask(),
+                () = written.notified() => pacing.recorded(),
                 () = sleep_until(next_poll) => {
-                    claim_now = true;
+                    pacing.ask();
                     // Also when every slot is busy, so a full worker does not spin on a timer
                     // that has already fired.
                     next_poll = Instant::now() + config.poll_interval;
@@ -291,14 +271,6 @@ impl<Q: DeliveryQueue> DeliveryWorker<Q> {
         }
         tracing::info!("webhook delivery worker stopped");
     }
-}
-
-/// How many free slots make a claim worth its transaction, with `running` of `concurrency`
-/// slots busy: a quarter of them, or what an endpoint with nothing running may start now
-/// ([`InFlight::room`]), whichever is less. When slow endpoints hold most slots, a quarter may
-/// never come free, and the others' deliveries would wait for the slow ones' timeouts.
-fn claim_worth(quarter: usize, concurrency: usize, running: usize) -> usize {
-    InFlight::room_of(concurrency, running, 0).clamp(1, quarter)
 }
 
 /// Most attempts recorded in one transaction.
