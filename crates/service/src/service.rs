@@ -1,4 +1,6 @@
-//! [`Service`]: the one entry point of the use cases, and [`ServiceSettings`].
+//! [`Service`]: the one entry point of the use cases, and [`ServiceSettings`]. Its methods are
+//! here but for the redirect's decisions (`route`, `unlock`: `routing.rs`) and the time series
+//! (`time_series`: `series.rs`).
 
 use std::future::Future;
 use std::sync::{Arc, Mutex};
@@ -244,8 +246,9 @@ impl Service {
         self.inner.clicks.observe_flushes(observer);
     }
 
-    /// Tells `observer` how each webhook attempt ended (metrics). Takes effect when the worker
-    /// starts in [`Service::run`]; later calls are ignored.
+    /// Tells `observer` how each webhook attempt ended (metrics). Set it before
+    /// [`Service::run`], which starts the worker with it: the last observer set before then
+    /// stays, and calls after are ignored.
     pub fn observe_deliveries(&self, observer: AttemptObserver) {
         let mut worker = self.inner.worker.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(w) = worker.take() {
