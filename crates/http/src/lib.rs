@@ -44,6 +44,7 @@ pub fn configure(cfg: &mut web::ServiceConfig, state: Data<AppState>) {
                 .wrap(actix_middleware::DefaultHeaders::new().add(("Cache-Control", "no-store")))
                 .configure(routes::links::configure)
                 .configure(routes::analytics::configure)
+                .configure(routes::export::configure)
                 .configure(routes::qr::configure)
                 .configure(routes::webhooks::configure)
                 .default_service(web::to(api_not_found)),

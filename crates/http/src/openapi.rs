@@ -15,7 +15,7 @@ use utoipa::openapi::{Content, Ref, RefOr};
 use utoipa::{Modify, OpenApi, ToSchema};
 
 use crate::error::{ApiError, ErrorEnvelope};
-use crate::routes::{analytics, links, qr, webhooks};
+use crate::routes::{analytics, export, links, qr, webhooks};
 use crate::state::AppState;
 
 /// The document's skeleton; [`document`] completes it.
@@ -30,7 +30,7 @@ use crate::state::AppState;
     paths(
         links::create, links::bulk, links::list, links::get, links::update, links::delete,
         qr::qr,
-        analytics::analytics, analytics::export,
+        analytics::analytics, export::export,
         webhooks::create, webhooks::list, webhooks::get, webhooks::delete, webhooks::deliveries,
     ),
     components(schemas(ErrorEnvelope, LinkCreatedEvent, LinkClickedEvent, LinkUpdatedEvent, LinkDeletedEvent, analytics::Bucket, analytics::Group)),

@@ -2,6 +2,7 @@
 
 pub mod analytics;
 pub mod dashboard;
+pub mod export;
 pub mod health;
 pub mod link_fields;
 mod link_pages;
