@@ -57,6 +57,25 @@ async fn link_count(app: &TestApp) -> usize {
         .len()
 }
 
+/// `KEY` claimed for a `POST /links` of `body` by another request (`token`), which has not
+/// answered yet.
+async fn claim_held_elsewhere(app: &TestApp, body: &[u8], token: &str) -> IdempotencyClaim {
+    let claim = IdempotencyClaim {
+        workspace_id: app.tenant.workspace.id,
+        key: KEY.into(),
+        fingerprint: shortlink_http::idempotency::fingerprint("/api/v1/links", body),
+        token: token.into(),
+    };
+    assert_eq!(
+        app.store
+            .claim_idempotency_key(&claim)
+            .await
+            .expect("the claim is stored"),
+        ClaimOutcome::Claimed
+    );
+    claim
+}
+
 async fn a_retry_answers_the_first_answer_and_creates_nothing(app: TestApp) {
     let body = json!({ "destination": "https://example.com/once" });
     let first = status_and_body(post_with_key(&app, "/links", KEY, &body).await).await;
@@ -109,19 +128,7 @@ async fn a_key_whose_request_runs_is_in_use(app: TestApp) {
     let body = json!({ "destination": "https://example.com/slow" });
     let bytes = serde_json::to_vec(&body).expect("JSON serialises");
     // What a request still running on another instance holds: a claim with no answer yet.
-    let claim = IdempotencyClaim {
-        workspace_id: app.tenant.workspace.id,
-        key: KEY.into(),
-        fingerprint: shortlink_http::idempotency::fingerprint("/api/v1/links", &bytes),
-        token: "another-request".into(),
-    };
-    assert_eq!(
-        app.store
-            .claim_idempotency_key(&claim)
-            .await
-            .expect("the claim is stored"),
-        ClaimOutcome::Claimed
-    );
+    let claim = claim_held_elsewhere(&app, &bytes, "another-request").await;
     let send = || {
         app.api(Method::POST, "/links")
             .header("Idempotency-Key", KEY)
@@ -270,19 +277,7 @@ async fn a_key_lapses_after_a_day(app: TestApp) {
 async fn a_creation_whose_claim_was_taken_over_is_not_written(app: TestApp) {
     let body = json!({ "destination": "https://example.com/stalled" });
     let bytes = serde_json::to_vec(&body).expect("JSON serialises");
-    let stalled = IdempotencyClaim {
-        workspace_id: app.tenant.workspace.id,
-        key: KEY.into(),
-        fingerprint: shortlink_http::idempotency::fingerprint("/api/v1/links", &bytes),
-        token: "stalled-request".into(),
-    };
-    assert_eq!(
-        app.store
-            .claim_idempotency_key(&stalled)
-            .await
-            .expect("claimed"),
-        ClaimOutcome::Claimed
-    );
+    let stalled = claim_held_elsewhere(&app, &bytes, "stalled-request").await;
     let six_minutes = 6 * 60 * 1000;
     app.db
         .execute(&format!(

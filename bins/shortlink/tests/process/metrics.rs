@@ -63,6 +63,13 @@ fn normalise(series: &str) -> String {
     }
 }
 
+/// A server on `db` with its metrics on a listener of their own, and that listener's address.
+async fn with_metrics(db: &str) -> (Server, std::net::SocketAddr) {
+    let addr = metrics_addr();
+    let server = Server::start(db, &["--metrics-listen".into(), addr.to_string()]).await;
+    (server, addr)
+}
+
 /// An address that was free a moment ago, for `--metrics-listen`.
 fn metrics_addr() -> std::net::SocketAddr {
     let probe = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a probe port");
@@ -232,12 +239,7 @@ async fn webhook_attempts_are_counted_by_outcome() {
 #[tokio::test]
 async fn clicks_go_from_pending_to_flushed() {
     let db = TestDatabase::sqlite();
-    let metrics_addr = metrics_addr();
-    let server = Server::start(
-        &db.url,
-        &["--metrics-listen".into(), metrics_addr.to_string()],
-    )
-    .await;
+    let (server, metrics_addr) = with_metrics(&db.url).await;
     let api = Api::new(&server, &server.first_run_key().await);
     let code = api.create_link("https://example.com/clicked").await["shortCode"]
         .as_str()
@@ -289,12 +291,7 @@ async fn scrapes_at_once_leave_the_api_its_connections() {
     else {
         return;
     };
-    let metrics_addr = metrics_addr();
-    let server = Server::start(
-        &db.url,
-        &["--metrics-listen".into(), metrics_addr.to_string()],
-    )
-    .await;
+    let (server, metrics_addr) = with_metrics(&db.url).await;
     let api = Api::new(&server, &server.first_run_key().await);
     let scrape_url = format!("http://{metrics_addr}/metrics");
     let (status, _) = Api::send(api.request(reqwest::Method::GET, "/links")).await;
