@@ -112,6 +112,10 @@ pub fn buckets(
             .map(|t| t.to_zoned(zone.clone()))
             .map_err(|_| BucketError::OutOfRange)
     };
+    // An empty range has no bucket, whether or not it falls on a bucket's start.
+    if start_ms >= end_ms {
+        return Ok(Vec::new());
+    }
     let end = at(end_ms)?;
     let mut bucket = floor(&at(start_ms)?, interval).map_err(|_| BucketError::OutOfRange)?;
     let mut starts = Vec::new();
@@ -221,6 +225,21 @@ mod tests {
                 ms("2026-10-31T15:00:00Z")
             )
         );
+    }
+
+    #[test]
+    fn an_empty_range_has_no_bucket_wherever_it_falls() {
+        let utc = time_zone("UTC").expect("a zone");
+        for at in ["2026-11-28T00:00:00Z", "2026-11-28T05:00:00Z"] {
+            for interval in [
+                Interval::Hour,
+                Interval::Day,
+                Interval::Week,
+                Interval::Month,
+            ] {
+                assert_eq!(buckets(ms(at), ms(at), interval, &utc), Ok(Vec::new()));
+            }
+        }
     }
 
     #[test]

@@ -206,6 +206,8 @@ async fn filters_combine_and_links_are_isolated(app: TestApp) {
     );
     assert_eq!(count("device=mobile&browser=Chrome").await["clicks"], 1);
     assert_eq!(count("os=macOS&referrer=(direct)").await["clicks"], 1);
+    // A host, as the referrers' breakdown shows it, in any case and with a trailing dot.
+    assert_eq!(count("referrer=News.Example.").await["clicks"], 3);
     assert_eq!(count("city=Linköping").await["clicks"], 1);
     assert_eq!(
         count("country=FR").await,
@@ -398,6 +400,8 @@ async fn bad_queries_are_refused_naming_the_parameter(app: TestApp) {
         ("start=yesterday", "start"),
         ("end=2026-13-01", "end"),
         ("start=2026-02-01&end=2026-01-01", "end"),
+        // Without `end` (now), a future `start` is the parameter at fault.
+        ("start=2999-01-01", "start"),
         (
             "groupBy=timeseries&interval=hour&start=2026-01-01&end=2026-03-01",
             "interval",

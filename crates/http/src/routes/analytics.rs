@@ -284,7 +284,15 @@ pub(super) async fn events(
         None => end.minus(std::time::Duration::from_secs(DEFAULT_DAYS * 24 * 60 * 60)),
     };
     if end.unix_millis() < start.unix_millis() {
-        return Err(ApiError::field("end", "end must not be before start"));
+        // Name the parameter the client sent: without `end`, it is `start` that is in the
+        // future.
+        return Err(match selection.end {
+            Some(_) => ApiError::field("end", "end must not be before start"),
+            None => ApiError::field(
+                "start",
+                "start must not be after end (now, when end is not given)",
+            ),
+        });
     }
     if let Some(device) = &selection.device
         && Device::parse(device).is_none()
@@ -314,7 +322,9 @@ pub(super) async fn events(
         device: selection.device.clone(),
         browser: filter_value("browser", &selection.browser)?,
         os: filter_value("os", &selection.os)?,
-        referrer: filter_value("referrer", &selection.referrer)?,
+        // Stored as the Referer's host, lower case and without a trailing dot: asked the same.
+        referrer: filter_value("referrer", &selection.referrer)?
+            .map(|host| host.trim_end_matches('.').to_ascii_lowercase()),
     };
     Ok((filter, zone))
 }
