@@ -296,16 +296,23 @@ impl DeliveryCursor {
         }
     }
 
-    /// Reads a cursor's text back: `<unix millis>.<event id>`. Every text of that shape is a
-    /// position in the list, so the shape is the whole rule (the API documents it as a pattern).
+    /// Reads a cursor's text back: `<unix millis>.<event id>`, 1 to 15 digits and an event id as
+    /// the service writes it (upper case, within a ULID's 128 bits). Every text of that shape is
+    /// a position in the list, so the shape is the whole rule (the API documents it as a
+    /// pattern, `^[0-9]{1,15}\.msg_[0-7][0-9A-HJKMNP-TV-Z]{25}$`).
     pub fn parse(s: &str) -> Result<Self, DeliveryCursorError> {
         let (millis, event_id) = s.split_once('.').ok_or(DeliveryCursorError)?;
-        if millis.is_empty() || !millis.bytes().all(|b| b.is_ascii_digit()) {
+        if !(1..=15).contains(&millis.len()) || !millis.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(DeliveryCursorError);
+        }
+        let id = MessageId::parse(event_id).map_err(|_| DeliveryCursorError)?;
+        // The ULID parser also takes lower case, and wraps a first digit past 7.
+        if id.to_string() != event_id {
             return Err(DeliveryCursorError);
         }
         Ok(Self {
             created_at: millis.parse().map_err(|_| DeliveryCursorError)?,
-            event_id: MessageId::parse(event_id).map_err(|_| DeliveryCursorError)?,
+            event_id: id,
         })
     }
 
@@ -346,6 +353,11 @@ mod tests {
             "x.msg_01JD0000000000000000000000".to_owned(),
             "-1.msg_01JD0000000000000000000000".to_owned(),
             "123.link_01JD0000000000000000000000".to_owned(),
+            // Outside the documented pattern, though the numbers and the ULID parser take them.
+            "9999999999999999.msg_01JD0000000000000000000000".to_owned(),
+            "00000000000000000001.msg_01JD0000000000000000000000".to_owned(),
+            "123.msg_01jd0000000000000000000000".to_owned(),
+            "123.msg_8ZZZZZZZZZZZZZZZZZZZZZZZZZ".to_owned(),
         ];
         for s in foreign {
             assert_eq!(DeliveryCursor::parse(&s), Err(DeliveryCursorError), "{s}");

@@ -268,7 +268,8 @@ async fn disable(c: &mut Conn, webhook: &str, now: i64) -> Result<(), StorageErr
     let pending = webhook_deliveries::table
         .filter(webhook_deliveries::webhook_id.eq(webhook))
         .filter(webhook_deliveries::state.eq(DeliveryState::Pending.as_str()));
-    diesel::update(pending.filter(webhook_deliveries::last_error.is_null()))
+    // Those never tried say why; one that was tried keeps what its last attempt got.
+    diesel::update(pending.filter(webhook_deliveries::attempts.eq(0)))
         .set(webhook_deliveries::last_error.eq(ENDPOINT_DISABLED))
         .execute(c)
         .await?;
@@ -283,7 +284,7 @@ async fn disable(c: &mut Conn, webhook: &str, now: i64) -> Result<(), StorageErr
     Ok(())
 }
 
-/// Why a delivery that was never answered failed.
+/// Why a delivery that was never tried failed.
 const ENDPOINT_DISABLED: &str = "not sent: the endpoint was disabled after consecutive failures";
 
 pub(crate) async fn release(

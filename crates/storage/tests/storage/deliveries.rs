@@ -274,14 +274,28 @@ each_backend!(
         let acme = workspace(&store, "acme").await;
         let hook = webhook(&store, &acme, &[EventKind::LinkCreated]).await;
         let n = shortlink_domain::MAX_CONSECUTIVE_FAILURES as usize;
-        // n to fail, two more in flight when the endpoint is disabled, one never claimed.
-        create_many(&store, &acme, n + 3).await;
+        // n to fail, two more in flight when the endpoint is disabled, one answered 500 and
+        // waiting for its retry, one never claimed.
+        create_many(&store, &acme, n + 4).await;
         let claimed = store
-            .claim_due(Timestamp::now(), n as i64 + 2, later(), &anyone())
+            .claim_due(Timestamp::now(), n as i64 + 3, later(), &anyone())
             .await
             .unwrap();
-        assert_eq!(claimed.len(), n + 2);
+        assert_eq!(claimed.len(), n + 3);
         let (failing, in_flight) = claimed.split_at(n);
+        let (in_flight, retrying) = in_flight.split_at(2);
+        store
+            .record_attempts(&[AttemptRecord {
+                event_id: retrying[0].delivery.event_id,
+                webhook_id: hook.id,
+                started_at: Timestamp::now(),
+                duration_ms: 1,
+                status_code: Some(500),
+                error: None,
+                next: NextStep::RetryAt(later()),
+            }])
+            .await
+            .unwrap();
         for (i, c) in failing.iter().enumerate() {
             store
                 .record_attempts(&[AttemptRecord {
@@ -312,13 +326,26 @@ each_backend!(
         };
         assert!(list(DeliveryState::Pending).await.is_empty());
         let failed = list(DeliveryState::Failed).await;
-        assert_eq!(failed.len(), n + 3);
+        assert_eq!(failed.len(), n + 4);
         let not_sent = failed.iter().filter(|d| d.attempts == 0).count();
         assert_eq!(not_sent, 3);
         assert!(failed.iter().filter(|d| d.attempts == 0).all(|d| {
             d.last_error.as_deref()
                 == Some("not sent: the endpoint was disabled after consecutive failures")
         }));
+        // The one that was sent keeps what its attempt got: it was sent.
+        let answered = failed
+            .iter()
+            .find(|d| d.event_id == retrying[0].delivery.event_id)
+            .unwrap();
+        assert_eq!(
+            (
+                answered.attempts,
+                answered.last_status_code,
+                answered.last_error.as_deref()
+            ),
+            (1, Some(500), None)
+        );
         // An attempt in flight records its outcome, and one to be retried has failed instead.
         let retried = AttemptRecord {
             event_id: in_flight[0].delivery.event_id,
