@@ -52,20 +52,32 @@ pub fn time_zone(name: &str) -> Option<TimeZone> {
     TimeZone::get(name).ok()
 }
 
-/// Midnight in `zone` of a date given as `YYYY-MM-DD`, in milliseconds since the epoch; `None`
-/// for anything else (a date with a time is not a date: an instant is RFC 3339, the API's one
-/// form for instants, parsed where the API's other instants are).
-pub fn parse_date(value: &str, zone: &TimeZone) -> Option<i64> {
+/// Why [`parse_date`] gave no instant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DateError {
+    /// Not a date of the form `YYYY-MM-DD` (a date with a time is not a date: an instant is RFC
+    /// 3339, the API's one form for instants, parsed where the API's other instants are).
+    NotADate,
+    /// A date whose midnight in the zone is past what the calendar handles ([`latest_ms`]).
+    OutOfRange,
+}
+
+/// Midnight in `zone` of a date given as `YYYY-MM-DD`, in milliseconds since the epoch.
+pub fn parse_date(value: &str, zone: &TimeZone) -> Result<i64, DateError> {
     if value.len() != "2026-11-01".len() {
-        return None;
+        return Err(DateError::NotADate);
     }
-    let date: jiff::civil::Date = value.parse().ok()?;
-    Some(
-        date.to_zoned(zone.clone())
-            .ok()?
-            .timestamp()
-            .as_millisecond(),
-    )
+    let date: jiff::civil::Date = value.parse().map_err(|_| DateError::NotADate)?;
+    let midnight = date
+        .to_zoned(zone.clone())
+        .map_err(|_| DateError::OutOfRange)?;
+    Ok(midnight.timestamp().as_millisecond())
+}
+
+/// The latest instant the calendar handles in every time zone, in milliseconds since the epoch
+/// (late on 30 December 9999, UTC): series and dates stop there.
+pub fn latest_ms() -> i64 {
+    jiff::Timestamp::MAX.as_millisecond()
 }
 
 /// A bucket's start as RFC 3339 with its local offset, and in milliseconds since the epoch.
@@ -204,13 +216,23 @@ mod tests {
         let tokyo = time_zone("Asia/Tokyo").expect("a zone");
         assert_eq!(
             parse_date("2026-11-01", &tokyo),
-            Some(ms("2026-10-31T15:00:00Z"))
+            Ok(ms("2026-10-31T15:00:00Z"))
         );
-        assert_eq!(parse_date("yesterday", &tokyo), None);
-        assert_eq!(parse_date("2026-13-01", &tokyo), None);
+        assert_eq!(parse_date("yesterday", &tokyo), Err(DateError::NotADate));
+        assert_eq!(parse_date("2026-13-01", &tokyo), Err(DateError::NotADate));
         // A date with a time is neither: its time is not dropped.
-        assert_eq!(parse_date("2026-11-01T10:50:00", &tokyo), None);
-        assert_eq!(parse_date("2026-11-01T00:00:00Z", &tokyo), None);
+        assert_eq!(
+            parse_date("2026-11-01T10:50:00", &tokyo),
+            Err(DateError::NotADate)
+        );
+        assert_eq!(
+            parse_date("2026-11-01T00:00:00Z", &tokyo),
+            Err(DateError::NotADate)
+        );
+        // A date the calendar has, whose midnight is past what it handles.
+        let utc = time_zone("UTC").expect("a zone");
+        assert_eq!(parse_date("9999-12-31", &utc), Err(DateError::OutOfRange));
+        assert!(parse_date("9999-12-30", &utc).is_ok_and(|ms| ms <= latest_ms()));
         let start = buckets(
             ms("2026-11-01T00:00:00Z"),
             ms("2026-11-01T01:00:00Z"),

@@ -14,7 +14,8 @@ mod user_agent;
 mod visitor;
 
 pub use buckets::{
-    BucketError, Interval, MAX_BUCKETS, bucket_start, buckets, parse_date, time_zone,
+    BucketError, DateError, Interval, MAX_BUCKETS, bucket_start, buckets, latest_ms, parse_date,
+    time_zone,
 };
 pub use client::{TrustedProxies, TrustedProxiesError};
 pub use geoip::{GeoIp, GeoIpError, Place};

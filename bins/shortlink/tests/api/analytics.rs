@@ -423,6 +423,13 @@ async fn bad_queries_are_refused_naming_the_parameter(app: TestApp) {
     ] {
         assert_invalid(app.get(&format!("/analytics?{query}")).await, &[field]).await;
     }
+    // A date the calendar has, past the last instant it handles: out of range, not malformed.
+    let error = assert_invalid(app.get("/analytics?end=9999-12-31").await, &["end"]).await;
+    assert!(
+        text(&error["message"])
+            .starts_with("end must lie between 1970-01-01T00:00:00Z and 9999-12-30T"),
+        "{error}"
+    );
     assert_invalid(app.get("/analytics/export?format=xlsx").await, &["format"]).await;
     assert_invalid(
         app.get("/analytics/export?groupBy=count").await,

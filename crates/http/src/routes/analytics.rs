@@ -5,7 +5,9 @@
 use actix_web::web::{self, Data};
 use actix_web::{HttpRequest, HttpResponse};
 use serde::{Deserialize, Serialize};
-use shortlink_analytics::{Device, Interval, TimeZone, Zoned, bucket_start, parse_date, time_zone};
+use shortlink_analytics::{
+    DateError, Device, Interval, TimeZone, Zoned, bucket_start, latest_ms, parse_date, time_zone,
+};
 use shortlink_domain::{CountryCode, LinkRef, Timestamp};
 use shortlink_storage::{Dimension, EventFilter, Tally};
 use utoipa::{IntoParams, ToSchema};
@@ -230,16 +232,25 @@ fn instant(name: &str, value: &str, zone: &TimeZone) -> Result<Timestamp, ApiErr
             ),
         )
     };
-    let ms = Timestamp::parse_rfc3339(value)
-        .map(Timestamp::unix_millis)
-        .or_else(|| parse_date(value, zone))
-        .ok_or_else(bad)?;
-    // Far dates are valid RFC 3339 and still nonsense here; the calendar handles 1970 to 9999.
-    if !(0..=253_402_300_799_000).contains(&ms) {
-        return Err(ApiError::field(
+    // Far dates are valid RFC 3339 and still nonsense here; the calendar handles 1970 to late
+    // on 30 December 9999.
+    let out_of_range = || {
+        let latest = Timestamp::from_unix_millis(latest_ms() / 1000 * 1000);
+        ApiError::field(
             name,
-            format!("{name} must lie between 1970-01-01T00:00:00Z and 9999-12-31T23:59:59Z"),
-        ));
+            format!("{name} must lie between 1970-01-01T00:00:00Z and {latest}"),
+        )
+    };
+    let ms = match Timestamp::parse_rfc3339(value).map(Timestamp::unix_millis) {
+        Some(ms) => ms,
+        None => match parse_date(value, zone) {
+            Ok(ms) => ms,
+            Err(DateError::NotADate) => return Err(bad()),
+            Err(DateError::OutOfRange) => return Err(out_of_range()),
+        },
+    };
+    if !(0..=latest_ms()).contains(&ms) {
+        return Err(out_of_range());
     }
     Ok(Timestamp::from_unix_millis(ms))
 }
