@@ -177,13 +177,20 @@ impl WrongAttempts {
         &self,
         link: CounterKey,
         address: Option<IpAddr>,
-    ) -> Result<(), Duration> {
+    ) -> Result<Check<'_>, Duration> {
         let deadline = tokio::time::Instant::now() + WAIT_FOR_CHECKS;
         loop {
             // Made before looking, so a check that ends in between still wakes this one.
             let settled = self.settled.notified();
             match self.try_take(link, address) {
-                Ok(()) => return Ok(()),
+                Ok(()) => {
+                    return Ok(Check {
+                        attempts: self,
+                        link,
+                        address,
+                        settled: false,
+                    });
+                }
                 Err(NotTaken::Spent(wait)) => return Err(wait),
                 Err(NotTaken::Checking) => {
                     if tokio::time::timeout_at(deadline, settled).await.is_err() {
@@ -239,8 +246,8 @@ impl WrongAttempts {
         Ok(())
     }
 
-    /// Ends the check of an attempt [`take`](Self::take) took: a right one gives its place
-    /// back, a wrong one keeps it for the rest of the window.
+    /// Ends the check of an attempt [`try_take`](Self::try_take) took: a right one gives its
+    /// place back, a wrong one keeps it for the rest of the window.
     pub(crate) fn settle(&self, link: CounterKey, address: Option<IpAddr>, right: bool) {
         let now = Instant::now();
         {
@@ -265,6 +272,32 @@ impl WrongAttempts {
             }
         }
         self.settled.notify_waiters();
+    }
+}
+
+/// An attempt taken from its budgets, being checked: [`Check::settle`] ends it, and one dropped
+/// unsettled (its request went away during the check) counts as wrong, as it would have
+/// before the waiting for checks.
+pub(crate) struct Check<'a> {
+    attempts: &'a WrongAttempts,
+    link: CounterKey,
+    address: Option<IpAddr>,
+    settled: bool,
+}
+
+impl Check<'_> {
+    /// The password was `right`, or not.
+    pub(crate) fn settle(mut self, right: bool) {
+        self.settled = true;
+        self.attempts.settle(self.link, self.address, right);
+    }
+}
+
+impl Drop for Check<'_> {
+    fn drop(&mut self) {
+        if !self.settled {
+            self.attempts.settle(self.link, self.address, false);
+        }
     }
 }
 
@@ -327,7 +360,8 @@ mod tests {
         assert_eq!(attempts.try_take(link, Some(me)), Err(NotTaken::Checking));
         let waiting = tokio::spawn({
             let attempts = std::sync::Arc::clone(&attempts);
-            async move { attempts.take(link, Some(me)).await }
+            // Its check is dropped unsettled, as when its request goes away: a wrong attempt.
+            async move { attempts.take(link, Some(me)).await.map(drop) }
         });
         tokio::task::yield_now().await;
         assert!(
@@ -336,8 +370,9 @@ mod tests {
         );
         attempts.settle(link, Some(me), true);
         assert_eq!(waiting.await.unwrap(), Ok(()), "a right check made room");
-        // The other nine and the one that waited turn out wrong: the budget is spent.
-        for _ in 0..ATTEMPTS_PER_ADDRESS {
+        // The other nine turn out wrong, and the one that waited went away unsettled: the
+        // budget is spent.
+        for _ in 1..ATTEMPTS_PER_ADDRESS {
             attempts.settle(link, Some(me), false);
         }
         assert!(matches!(

@@ -140,11 +140,12 @@ impl Service {
             return Ok(Unlock::Expired);
         }
         let attempts = self.wrong_attempts();
-        if let Err(wait) = attempts.take(link.counter, address).await {
-            return Ok(Unlock::TooMany(wait));
-        }
+        let check = match attempts.take(link.counter, address).await {
+            Ok(check) => check,
+            Err(wait) => return Ok(Unlock::TooMany(wait)),
+        };
         let right = passwords::verify(hash, attempt).await;
-        attempts.settle(link.counter, address, right);
+        check.settle(right);
         Ok(if right { Unlock::Right } else { Unlock::Wrong })
     }
 
