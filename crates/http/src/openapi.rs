@@ -6,7 +6,9 @@ use actix_web::http::header;
 use actix_web::{HttpResponse, web};
 use serde::Serialize;
 use serde_json::{Value, json};
-use shortlink_domain::{BaseUrl, ClickInfo, EventKind, LinkView, MAX_DESTINATION_LEN, Timestamp};
+use shortlink_domain::{
+    BaseUrl, ClickInfo, EventKind, LinkView, MAX_DESTINATION_LEN, MAX_TAG_LEN, Timestamp,
+};
 use utoipa::openapi::header::HeaderBuilder;
 use utoipa::openapi::path::Operation;
 use utoipa::openapi::response::{Response, ResponseBuilder};
@@ -288,7 +290,7 @@ pub fn document(base: &BaseUrl) -> Value {
         });
         props["redirectType"]["enum"] = json!([301, 302, 307, 308, null]);
         props["tags"]["items"] =
-            json!({ "type": "string", "minLength": 1, "maxLength": 50, "pattern": tag });
+            json!({ "type": "string", "minLength": 1, "maxLength": MAX_TAG_LEN, "pattern": tag });
         props["title"]["pattern"] = json!(visible(CONTROL));
         props["description"]["pattern"] = json!(visible(CONTROL_BUT_LINES));
     }
@@ -423,6 +425,46 @@ mod tests {
             pattern,
             "^[hH][tT][tT][pP][sS]?://\\[::1\\]\\.?(:[0-9]*)?([/?#]|$)"
         );
+    }
+
+    /// The limits the attributes state as numbers are the domain's and the API's constants.
+    #[test]
+    fn the_documented_limits_are_the_rules() {
+        use shortlink_domain::{
+            MAX_DESCRIPTION_LEN, MAX_MAX_CLICKS, MAX_PASSWORD_LEN, MAX_SLUG_LEN, MAX_TAGS,
+            MAX_TITLE_LEN,
+        };
+        let doc = document();
+        for schema in ["CreateLinkRequest", "UpdateLinkRequest"] {
+            let props = &doc["components"]["schemas"][schema]["properties"];
+            let limits = [
+                (&props["title"]["maxLength"], json!(MAX_TITLE_LEN)),
+                (
+                    &props["description"]["maxLength"],
+                    json!(MAX_DESCRIPTION_LEN),
+                ),
+                (&props["password"]["maxLength"], json!(MAX_PASSWORD_LEN)),
+                (&props["maxClicks"]["maximum"], json!(MAX_MAX_CLICKS)),
+                (&props["tags"]["maxItems"], json!(MAX_TAGS)),
+                (&props["tags"]["items"]["maxLength"], json!(MAX_TAG_LEN)),
+                (
+                    &props["customSlug"]["pattern"],
+                    json!(format!("^[A-Za-z0-9_-]{{1,{MAX_SLUG_LEN}}}$")),
+                ),
+            ];
+            for (documented, rule) in limits {
+                assert_eq!(documented, &rule, "{schema}");
+            }
+        }
+        let key = json!(format!("^[!-~]{{1,{}}}$", crate::idempotency::MAX_KEY_LEN));
+        for path in ["/api/v1/links", "/api/v1/links/bulk", "/api/v1/webhooks"] {
+            let params = doc["paths"][path]["post"]["parameters"].as_array().unwrap();
+            let header = params
+                .iter()
+                .find(|p| p["name"] == "Idempotency-Key")
+                .unwrap();
+            assert_eq!(header["schema"]["pattern"], key, "{path}");
+        }
     }
 
     /// CI fails when `docs/openapi.json` differs from what the server serves. To refresh it:
