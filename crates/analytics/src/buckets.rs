@@ -80,12 +80,9 @@ pub fn latest_ms() -> i64 {
     jiff::Timestamp::MAX.as_millisecond()
 }
 
-/// A bucket's start as RFC 3339 with its local offset, and in milliseconds since the epoch.
-pub fn bucket_start(start: &Zoned) -> (String, i64) {
-    (
-        start.strftime("%Y-%m-%dT%H:%M:%S%:z").to_string(),
-        start.timestamp().as_millisecond(),
-    )
+/// A bucket's start as RFC 3339 with its local offset.
+pub fn bucket_start(start: &Zoned) -> String {
+    start.strftime("%Y-%m-%dT%H:%M:%S%:z").to_string()
 }
 
 /// Where the bucket holding `at` begins.
@@ -241,7 +238,10 @@ mod tests {
         )
         .expect("buckets");
         assert_eq!(
-            bucket_start(&start[0]),
+            (
+                bucket_start(&start[0]),
+                start[0].timestamp().as_millisecond()
+            ),
             (
                 "2026-11-01T00:00:00+09:00".to_owned(),
                 ms("2026-10-31T15:00:00Z")
@@ -305,7 +305,7 @@ mod tests {
             let zone = time_zone(zone).expect("a zone");
             if let Ok(starts) = buckets(start, start.saturating_add(length), interval, &zone) {
                 proptest::prop_assert!(starts.len() <= MAX_BUCKETS);
-                let millis: Vec<i64> = starts.iter().map(|z| bucket_start(z).1).collect();
+                let millis: Vec<i64> = starts.iter().map(|z| z.timestamp().as_millisecond()).collect();
                 proptest::prop_assert!(millis.windows(2).all(|w| w[0] < w[1]));
             }
         }

@@ -20,6 +20,6 @@ pub use buckets::{
 pub use client::{TrustedProxies, TrustedProxiesError};
 pub use geoip::{GeoIp, GeoIpError, Place};
 pub use jiff::{Zoned, tz::TimeZone};
-pub use referrer::{DIRECT, MAX_REFERRER_URL, Referrer, referrer};
+pub use referrer::{DIRECT, MAX_REFERRER_URL, Referrer, referrer, referrer_host};
 pub use user_agent::{Agent, Device, UserAgents};
 pub use visitor::VisitorKey;

@@ -17,6 +17,12 @@ pub struct Referrer {
     pub url: Option<String>,
 }
 
+/// A host as clicks record it: lower case, without a trailing dot. A filter on the referrer
+/// goes through it too, so `News.Example.` finds `news.example`.
+pub fn referrer_host(host: &str) -> String {
+    host.trim_end_matches('.').to_ascii_lowercase()
+}
+
 /// The referrer of a click whose `Referer` header is `header`. A header that is not an absolute
 /// URL with a host (`android-app://…` has one; `about:blank` has none) is kept as the URL and
 /// counts as direct.
@@ -29,10 +35,7 @@ pub fn referrer(header: Option<&str>) -> Referrer {
     };
     let host = Url::parse(header)
         .ok()
-        .and_then(|url| {
-            url.host_str()
-                .map(|h| h.trim_end_matches('.').to_ascii_lowercase())
-        })
+        .and_then(|url| url.host_str().map(referrer_host))
         .filter(|h| !h.is_empty())
         .unwrap_or_else(|| DIRECT.into());
     let url = match header.char_indices().nth(MAX_REFERRER_URL) {

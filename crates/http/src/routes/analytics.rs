@@ -6,7 +6,8 @@ use actix_web::web::{self, Data};
 use actix_web::{HttpRequest, HttpResponse};
 use serde::{Deserialize, Serialize};
 use shortlink_analytics::{
-    DateError, Device, Interval, TimeZone, Zoned, bucket_start, latest_ms, parse_date, time_zone,
+    DateError, Device, Interval, TimeZone, Zoned, bucket_start, latest_ms, parse_date,
+    referrer_host, time_zone,
 };
 use shortlink_domain::{CountryCode, LinkRef, Timestamp};
 use shortlink_storage::{Dimension, EventFilter, Tally};
@@ -132,7 +133,7 @@ pub struct Bucket {
 impl From<&Tally<Zoned>> for Bucket {
     fn from(bucket: &Tally<Zoned>) -> Self {
         Self {
-            start: bucket_start(&bucket.key).0,
+            start: bucket_start(&bucket.key),
             clicks: bucket.clicks,
             unique_visitors: bucket.visitors,
         }
@@ -333,9 +334,7 @@ pub(super) async fn events(
         device: selection.device.clone(),
         browser: filter_value("browser", &selection.browser)?,
         os: filter_value("os", &selection.os)?,
-        // Stored as the Referer's host, lower case and without a trailing dot: asked the same.
-        referrer: filter_value("referrer", &selection.referrer)?
-            .map(|host| host.trim_end_matches('.').to_ascii_lowercase()),
+        referrer: filter_value("referrer", &selection.referrer)?.map(|host| referrer_host(&host)),
     };
     Ok((filter, zone))
 }
