@@ -209,24 +209,19 @@ impl WrongAttempts {
     ) -> Result<(), NotTaken> {
         let now = Instant::now();
         let mut counts = self.counts.lock().unwrap_or_else(PoisonError::into_inner);
-        let mut refusal = None;
-        for budget in Budget::of(link, address) {
-            let Some(w) = current(&counts, budget, now) else {
-                continue;
-            };
-            if w.taken.saturating_sub(w.checking) >= budget.limit() {
-                let wait = ATTEMPT_WINDOW.saturating_sub(now.duration_since(w.since));
-                let longest = match refusal {
-                    Some(NotTaken::Spent(other)) => wait.max(other),
-                    _ => wait,
-                };
-                refusal = Some(NotTaken::Spent(longest));
-            } else if w.taken >= budget.limit() && refusal.is_none() {
-                refusal = Some(NotTaken::Checking);
-            }
+        let windows: Vec<(Budget, Window)> = Budget::of(link, address)
+            .filter_map(|budget| Some((budget, current(&counts, budget, now)?)))
+            .collect();
+        // Spent on wrong attempts: until the last spent window ends.
+        let spent = (windows.iter())
+            .filter(|(budget, w)| w.taken.saturating_sub(w.checking) >= budget.limit())
+            .map(|(_, w)| ATTEMPT_WINDOW.saturating_sub(now.duration_since(w.since)))
+            .max();
+        if let Some(wait) = spent {
+            return Err(NotTaken::Spent(wait));
         }
-        if let Some(refusal) = refusal {
-            return Err(refusal);
+        if windows.iter().any(|(budget, w)| w.taken >= budget.limit()) {
+            return Err(NotTaken::Checking);
         }
         for budget in Budget::of(link, address) {
             let w = current(&counts, budget, now).unwrap_or(Window {
