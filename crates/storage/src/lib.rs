@@ -6,6 +6,8 @@ mod idempotency;
 mod migrate;
 mod model;
 mod pg;
+#[cfg(test)]
+mod plans;
 mod pool;
 mod rows;
 mod schema;

@@ -24,20 +24,33 @@ pub(crate) mod queries;
 pub(crate) mod changes;
 pub(crate) mod partitions;
 
-/// Selects an endpoint's due deliveries and locks their rows for the caller's transaction,
-/// skipping rows another process has locked: several servers claim side by side without taking
-/// the same one.
+/// Selects an endpoint's due deliveries of one kind and locks their rows for the caller's
+/// transaction, skipping rows another process has locked: several servers claim side by side
+/// without taking the same one.
 pub(crate) async fn lock_due(
     c: &mut Conn,
+    due: queries::Due,
     webhook: &str,
     now: i64,
-    limit: i64,
+    limit: usize,
 ) -> QueryResult<Vec<String>> {
-    queries::due(webhook, now, limit)
-        .for_update()
-        .skip_locked()
-        .load(c)
-        .await
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    match due {
+        queries::Due::Retries => {
+            queries::due_retries(webhook, now, limit)
+                .for_update()
+                .skip_locked()
+                .load(c)
+                .await
+        }
+        queries::Due::FirstTries => {
+            queries::due_first_tries(webhook, now, limit)
+                .for_update()
+                .skip_locked()
+                .load(c)
+                .await
+        }
+    }
 }
 
 /// Runs `f` in a transaction that writes: a plain one, since PostgreSQL's row locks order the

@@ -92,7 +92,8 @@ pub(crate) async fn claim_due(
     .await
 }
 
-/// Leases up to `limit` of `webhook`'s due deliveries, oldest first.
+/// Leases up to `limit` of `webhook`'s due deliveries: retries first, then those never tried,
+/// each oldest due first (`Due`).
 async fn lease(
     c: &mut Conn,
     webhook: &str,
@@ -100,8 +101,12 @@ async fn lease(
     limit: usize,
     lease_until: Timestamp,
 ) -> Result<Vec<DeliveryRow>, StorageError> {
-    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-    let keys: Vec<String> = lock_due(c, webhook, now.unix_millis(), limit).await?;
+    let now = now.unix_millis();
+    let mut keys = lock_due(c, Due::Retries, webhook, now, limit).await?;
+    if keys.len() < limit {
+        let left = limit - keys.len();
+        keys.extend(lock_due(c, Due::FirstTries, webhook, now, left).await?);
+    }
     if keys.is_empty() {
         return Ok(Vec::new());
     }
@@ -314,22 +319,61 @@ pub(crate) async fn end_leases(c: &mut Conn) -> Result<usize, StorageError> {
     .await?)
 }
 
-/// Event ids of `webhook`'s pending deliveries that are due and not leased, oldest due first,
-/// through the `(webhook_id, state, next_attempt_at)` index (which needs no sort). Each backend
-/// adds its own locking (see `lock_due`).
+/// Which of an endpoint's due deliveries a claim looks for: those tried before (retries) are
+/// leased first, then those never tried. Oldest due first throughout would put a retry behind
+/// every delivery that came due before it: an endpoint slower than its events would get its
+/// retries late or never, and a dead one would never spend a delivery's tries and be disabled.
+#[derive(Clone, Copy)]
+pub(crate) enum Due {
+    Retries,
+    FirstTries,
+}
+
+/// `webhook`'s deliveries that are due and not leased.
 #[diesel::dsl::auto_type]
-pub(crate) fn due<'a>(webhook: &'a str, now: i64, limit: i64) -> _ {
+fn due_unleased<'a>(webhook: &'a str, now: i64) -> _ {
     webhook_deliveries::table
         .filter(webhook_deliveries::webhook_id.eq(webhook))
-        // `DeliveryState::Pending`'s text, written out: `auto_type` names each expression's
-        // type, and a method call's has no name it can write.
-        .filter(webhook_deliveries::state.eq("pending"))
         .filter(webhook_deliveries::next_attempt_at.le(now))
         .filter(
             webhook_deliveries::locked_until
                 .is_null()
                 .or(webhook_deliveries::locked_until.lt(now)),
         )
+}
+
+/// The predicate of the partial index `webhook_deliveries_retries`, written into the query as
+/// text, where diesel would bind the values: PostgreSQL plans a statement it has prepared before
+/// without its bound values, and such a plan cannot use a partial index whose predicate it cannot
+/// read in the query (`plans.rs` holds both backends to the index).
+const RETRYING: &str = "webhook_deliveries.state = 'pending' AND webhook_deliveries.attempts > 0";
+
+/// Event ids of `webhook`'s due retries, oldest due first, through the partial index
+/// `webhook_deliveries_retries` (which finds them without reading the endpoint's backlog of
+/// deliveries never tried, and needs no sort). Each backend adds its own locking (`lock_due`).
+#[diesel::dsl::auto_type]
+pub(crate) fn due_retries<'a>(webhook: &'a str, now: i64, limit: i64) -> _ {
+    let retrying: diesel::expression::SqlLiteral<diesel::sql_types::Bool> =
+        diesel::dsl::sql(RETRYING);
+    let unleased: due_unleased<'a> = due_unleased(webhook, now);
+    unleased
+        .filter(retrying)
+        .select(webhook_deliveries::event_id)
+        .order(webhook_deliveries::next_attempt_at.asc())
+        .limit(limit)
+}
+
+/// Event ids of `webhook`'s due deliveries never tried, oldest first, through the `(webhook_id,
+/// state, next_attempt_at)` index (which needs no sort; the retries it passes over are the few
+/// leased ones, since a claim looks here only once it has leased every due retry).
+#[diesel::dsl::auto_type]
+pub(crate) fn due_first_tries<'a>(webhook: &'a str, now: i64, limit: i64) -> _ {
+    let unleased: due_unleased<'a> = due_unleased(webhook, now);
+    unleased
+        // `DeliveryState::Pending`'s text, written out: `auto_type` names each expression's
+        // type, and a method call's has no name it can write.
+        .filter(webhook_deliveries::state.eq("pending"))
+        .filter(webhook_deliveries::attempts.eq(0_i32))
         .select(webhook_deliveries::event_id)
         .order(webhook_deliveries::next_attempt_at.asc())
         .limit(limit)

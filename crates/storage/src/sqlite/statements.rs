@@ -11,23 +11,29 @@ use diesel_async::RunQueryDsl;
 
 use std::collections::{HashMap, HashSet};
 
+use super::Conn;
+use super::queries::{self, Due};
 use super::recent_codes::{RecentCodes, read_file};
 use super::writer::Held;
-use super::{Conn, queries};
 use crate::rows::{AttemptRow, DeliveryRow, NewLinkRow, RollupRow, fixed_size_runs};
 use crate::schema::webhook_deliveries as d;
 use crate::transaction::TransactionBody;
 
-/// Selects an endpoint's due deliveries. This runs in a write transaction on SQLite's single
-/// writer connection, whose claim took the file's write lock first ([`write_transaction`]), so no
-/// other claim can interleave and no row lock is needed.
+/// Selects an endpoint's due deliveries of one kind. This runs in a write transaction on
+/// SQLite's single writer connection, whose claim took the file's write lock first
+/// ([`write_transaction`]), so no other claim can interleave and no row lock is needed.
 pub(crate) async fn lock_due(
     c: &mut Conn,
+    due: Due,
     webhook: &str,
     now: i64,
-    limit: i64,
+    limit: usize,
 ) -> QueryResult<Vec<String>> {
-    queries::due(webhook, now, limit).load(c).await
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    match due {
+        Due::Retries => queries::due_retries(webhook, now, limit).load(c).await,
+        Due::FirstTries => queries::due_first_tries(webhook, now, limit).load(c).await,
+    }
 }
 
 /// Runs `f` in a transaction that writes, begun with `BEGIN IMMEDIATE`: it takes the file's write

@@ -269,6 +269,48 @@ each_backend!(claims_lease_and_attempts_move_deliveries_on, |store| {
 });
 
 each_backend!(
+    a_due_retry_goes_before_first_tries_that_came_due_earlier,
+    |store| {
+        let acme = workspace(&store, "acme").await;
+        let hook = webhook(&store, &acme, &[EventKind::LinkCreated]).await;
+        create(&store, new_link(&acme, Some("a"), "https://example.com/")).await;
+        let tried = store
+            .claim_due(Timestamp::now(), 1, later(), &anyone())
+            .await
+            .unwrap();
+        let retry_at = Timestamp::now().plus(Duration::from_secs(5));
+        store
+            .record_attempts(&[AttemptRecord {
+                event_id: tried[0].delivery.event_id,
+                webhook_id: hook.id,
+                started_at: Timestamp::now(),
+                duration_ms: 10_000,
+                status_code: None,
+                error: Some("timed out".into()),
+                next: NextStep::RetryAt(retry_at),
+            }])
+            .await
+            .unwrap();
+        // The endpoint's backlog: deliveries never tried, all due before the retry.
+        create_many(&store, &acme, 30).await;
+
+        let claimed = store
+            .claim_due(retry_at, 1, later(), &anyone())
+            .await
+            .unwrap();
+        assert_eq!(claimed.len(), 1);
+        assert_eq!(claimed[0].delivery.event_id, tried[0].delivery.event_id);
+        assert_eq!(claimed[0].delivery.attempts, 1);
+        let rest = store
+            .claim_due(retry_at, 100, later(), &anyone())
+            .await
+            .unwrap();
+        assert_eq!(rest.len(), 30, "then the first tries");
+        assert!(rest.iter().all(|c| c.delivery.attempts == 0));
+    }
+);
+
+each_backend!(
     endpoints_are_disabled_after_consecutive_failed_deliveries,
     |store| {
         let acme = workspace(&store, "acme").await;
