@@ -7,7 +7,7 @@ use tokio::sync::RwLock;
 
 use crate::StorageError;
 use crate::hooks::{Hooks, Lookup};
-use crate::rows::{AttemptRow, DeliveryRow, NewLinkRow, RollupRow};
+use crate::rows::{AttemptRow, DeliveryRow, LinkRow, NewLinkRow, RollupRow};
 use crate::schema::links;
 use crate::transaction::TransactionBody;
 
@@ -66,6 +66,30 @@ where
     'a: 'conn,
 {
     c.transaction(f)
+}
+
+/// `row`'s link as it is now, its row locked for the caller's transaction (`None`: it is gone), so
+/// that a change computed from it is not written over one committed since it was read: two
+/// PATCHes of one link otherwise each wrote back the other's fields as they found them. The lock
+/// leaves the counter's row alone (the click flush updates it) and takes no key (events' and
+/// tags' foreign keys still share it).
+pub(crate) async fn lock_link(c: &mut Conn, row: LinkRow) -> QueryResult<Option<LinkRow>> {
+    let locked: Option<i64> = links::table
+        .find(row.seq)
+        .select(links::seq)
+        .for_no_key_update()
+        .get_result(c)
+        .await
+        .optional()?;
+    if locked.is_none() {
+        return Ok(None);
+    }
+    crate::rows::with_clicks()
+        .select(LinkRow::as_select())
+        .filter(links::seq.eq(row.seq))
+        .get_result(c)
+        .await
+        .optional()
 }
 
 /// Reads an endpoint's count of consecutive failures and when it was disabled (`None`: it is

@@ -13,8 +13,8 @@ use shortlink_domain::{
 
 use super::complete_idempotency_key;
 use super::{
-    Backend, Conn, Creation, announce, begin_creation, insert_new_links, mark_link_days_stale,
-    outbox, write_transaction,
+    Backend, Conn, Creation, announce, begin_creation, insert_new_links, lock_link,
+    mark_link_days_stale, outbox, write_transaction,
 };
 use crate::StorageError;
 use crate::hooks::{Hooks, Lookup, reading};
@@ -366,7 +366,10 @@ pub(crate) async fn update_link(
     hooks: &impl Hooks,
 ) -> Result<Option<LinkUpdate>, StorageError> {
     let changed = write_transaction(c, async |c| -> Result<Option<LinkUpdate>, StorageError> {
-        let Some(row) = find(c, workspace, link, domain, hooks).await? else {
+        let Some(found) = find(c, workspace, link, domain, hooks).await? else {
+            return Ok(None);
+        };
+        let Some(row) = lock_link(c, found).await? else {
             return Ok(None);
         };
         let seq = row.seq;

@@ -45,7 +45,7 @@ use self::redirect_index::RedirectIndex;
 pub(crate) use self::statements::{
     Creation, EXPORT_JOINS_LINKS, INSERT_EVENTS, announce, begin_creation, insert_attempts,
     insert_deliveries, insert_event_rows, insert_new_links, insert_rollup_rows, load_rows,
-    lock_due, lock_endpoint, lock_subscribed, write_transaction,
+    lock_due, lock_endpoint, lock_link, lock_subscribed, write_transaction,
 };
 pub(crate) use self::writer::{Held, Writer};
 use crate::StorageError;

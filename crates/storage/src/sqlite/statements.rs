@@ -15,7 +15,7 @@ use super::Conn;
 use super::queries::{self, Due};
 use super::recent_codes::{RecentCodes, read_file};
 use super::writer::Held;
-use crate::rows::{AttemptRow, DeliveryRow, NewLinkRow, RollupRow, fixed_size_runs};
+use crate::rows::{AttemptRow, DeliveryRow, LinkRow, NewLinkRow, RollupRow, fixed_size_runs};
 use crate::schema::webhook_deliveries as d;
 use crate::transaction::TransactionBody;
 
@@ -68,6 +68,12 @@ pub(crate) async fn lock_endpoint(
         .get_result(c)
         .await
         .optional()
+}
+
+/// `row`'s link, as read: the caller's write transaction holds the file's write lock, so nothing
+/// changed it since.
+pub(crate) async fn lock_link(_c: &mut Conn, row: LinkRow) -> QueryResult<Option<LinkRow>> {
+    Ok(Some(row))
 }
 
 /// The active endpoints of `workspaces`; SQLite's single writer orders every write, and the
