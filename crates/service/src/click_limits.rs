@@ -9,17 +9,24 @@
 //! `FLUSH_INTERVAL`, with clicks to write or not), the counts of capped links are read again, and
 //! what this instance has written is told apart from what others have. A link may so be passed,
 //! across instances, by at most the clicks the others counted in one flush interval.
+//!
+//! A count holds for the rules it was read under. Clicks on a link without a cap take no place
+//! here, so a cap removed and set again would start from a count that missed them: every change
+//! of a link brings it new rules (a new `Arc`, on every instance, as its cached target is read
+//! again), and the first capped click under new rules reads the count again.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use shortlink_domain::RedirectRules;
 use shortlink_storage::{CounterKey, StorageError};
 use tokio::sync::OnceCell;
 
 /// One capped link's clicks.
-#[derive(Default)]
 struct Count {
+    /// The rules the count was read under (held, so that no other rules share their address).
+    rules: Arc<RedirectRules>,
     /// Set once the link's count was read.
     loaded: OnceCell<()>,
     /// Clicks counted elsewhere: before this process read the count, and by other instances
@@ -32,6 +39,16 @@ struct Count {
 }
 
 impl Count {
+    fn new(rules: &Arc<RedirectRules>) -> Self {
+        Self {
+            rules: rules.clone(),
+            loaded: OnceCell::new(),
+            elsewhere: AtomicI64::new(0),
+            here: AtomicI64::new(0),
+            written: AtomicI64::new(0),
+        }
+    }
+
     fn total(&self) -> i64 {
         self.elsewhere.load(Ordering::Acquire) + self.here.load(Ordering::Acquire)
     }
@@ -44,18 +61,31 @@ pub(crate) struct ClickLimits {
 }
 
 impl ClickLimits {
-    fn count(&self, key: CounterKey) -> Arc<Count> {
+    /// The count of `key` under `rules`: a new one, not yet read, when the link's rules changed.
+    fn count(&self, key: CounterKey, rules: &Arc<RedirectRules>) -> Arc<Count> {
         let mut counts = self.counts.lock().unwrap_or_else(|e| e.into_inner());
-        counts.entry(key).or_default().clone()
+        match counts.get(&key) {
+            Some(count) if Arc::ptr_eq(&count.rules, rules) => count.clone(),
+            _ => {
+                let count = Arc::new(Count::new(rules));
+                counts.insert(key, count.clone());
+                count
+            }
+        }
     }
 
-    /// The count of `key`, read with `read` (which flushes first) the first time.
-    async fn loaded<F, Fut>(&self, key: CounterKey, read: F) -> Result<Arc<Count>, StorageError>
+    /// The count of `key` under `rules`, read with `read` (which flushes first) the first time.
+    async fn loaded<F, Fut>(
+        &self,
+        key: CounterKey,
+        rules: &Arc<RedirectRules>,
+        read: F,
+    ) -> Result<Arc<Count>, StorageError>
     where
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<i64, StorageError>>,
     {
-        let count = self.count(key);
+        let count = self.count(key, rules);
         count
             .loaded
             .get_or_try_init(|| async {
@@ -66,11 +96,12 @@ impl ClickLimits {
         Ok(count)
     }
 
-    /// Whether `key` has a click left under `max`; with `take`, takes it (atomically with the
-    /// check: two concurrent clicks cannot both take the last one).
+    /// Whether `key`, whose rules are `rules`, has a click left under `max`; with `take`, takes
+    /// it (atomically with the check: two concurrent clicks cannot both take the last one).
     pub(crate) async fn left<F, Fut>(
         &self,
         key: CounterKey,
+        rules: &Arc<RedirectRules>,
         max: i64,
         take: bool,
         read: F,
@@ -79,7 +110,7 @@ impl ClickLimits {
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<i64, StorageError>>,
     {
-        let count = self.loaded(key, read).await?;
+        let count = self.loaded(key, rules, read).await?;
         if !take {
             return Ok(count.total() < max);
         }
@@ -154,46 +185,137 @@ mod tests {
         Ok(n)
     }
 
+    /// A link's rules as a read of it brings them.
+    fn rules() -> Arc<RedirectRules> {
+        Arc::new(RedirectRules::default())
+    }
+
     #[tokio::test]
     async fn the_click_past_the_limit_is_refused() {
         let limits = ClickLimits::default();
-        let key = CounterKey(7);
+        let (key, rules) = (CounterKey(7), rules());
         // One click before the count was read, then two of the three are left.
-        assert!(limits.left(key, 3, false, || read(1)).await.unwrap());
         assert!(
-            limits.left(key, 3, TAKE, || read(99)).await.unwrap(),
+            limits
+                .left(key, &rules, 3, false, || read(1))
+                .await
+                .unwrap()
+        );
+        assert!(
+            limits
+                .left(key, &rules, 3, TAKE, || read(99))
+                .await
+                .unwrap(),
             "read once"
         );
-        assert!(limits.left(key, 3, false, || read(99)).await.unwrap());
-        assert!(limits.left(key, 3, TAKE, || read(99)).await.unwrap());
-        assert!(!limits.left(key, 3, false, || read(99)).await.unwrap());
-        assert!(!limits.left(key, 3, TAKE, || read(99)).await.unwrap());
+        assert!(
+            limits
+                .left(key, &rules, 3, false, || read(99))
+                .await
+                .unwrap()
+        );
+        assert!(
+            limits
+                .left(key, &rules, 3, TAKE, || read(99))
+                .await
+                .unwrap()
+        );
+        assert!(
+            !limits
+                .left(key, &rules, 3, false, || read(99))
+                .await
+                .unwrap()
+        );
+        assert!(
+            !limits
+                .left(key, &rules, 3, TAKE, || read(99))
+                .await
+                .unwrap()
+        );
     }
 
     #[tokio::test]
     async fn clicks_counted_elsewhere_arrive_with_a_refresh() {
         let limits = ClickLimits::default();
-        let key = CounterKey(1);
-        assert!(limits.left(key, 10, TAKE, || read(0)).await.unwrap());
-        assert!(limits.left(key, 10, TAKE, || read(0)).await.unwrap());
+        let (key, rules) = (CounterKey(1), rules());
+        assert!(
+            limits
+                .left(key, &rules, 10, TAKE, || read(0))
+                .await
+                .unwrap()
+        );
+        assert!(
+            limits
+                .left(key, &rules, 10, TAKE, || read(0))
+                .await
+                .unwrap()
+        );
         limits.written([(key, 2), (CounterKey(2), 5)]);
         // The database has our 2 and another instance's 7.
         limits.refreshed(&limits.keys(), &HashMap::from([(key, 9)]));
-        assert!(limits.left(key, 10, false, || read(0)).await.unwrap());
-        assert!(limits.left(key, 10, TAKE, || read(0)).await.unwrap());
-        assert!(!limits.left(key, 10, TAKE, || read(0)).await.unwrap());
+        assert!(
+            limits
+                .left(key, &rules, 10, false, || read(0))
+                .await
+                .unwrap()
+        );
+        assert!(
+            limits
+                .left(key, &rules, 10, TAKE, || read(0))
+                .await
+                .unwrap()
+        );
+        assert!(
+            !limits
+                .left(key, &rules, 10, TAKE, || read(0))
+                .await
+                .unwrap()
+        );
         // Deleted: forgotten.
         limits.refreshed(&[key], &HashMap::new());
         assert!(limits.keys().is_empty());
     }
 
     #[tokio::test]
+    async fn a_change_of_the_link_reads_its_count_again() {
+        let limits = ClickLimits::default();
+        let (key, capped) = (CounterKey(5), rules());
+        assert!(
+            limits
+                .left(key, &capped, 3, TAKE, || read(0))
+                .await
+                .unwrap()
+        );
+        // The cap was removed (clicks then take no place here: 10 more were counted) and set
+        // again: the link was read again, with new rules.
+        let capped_again = rules();
+        assert!(
+            !limits
+                .left(key, &capped_again, 3, TAKE, || read(11))
+                .await
+                .unwrap()
+        );
+        assert!(
+            !limits
+                .left(key, &capped_again, 3, false, || read(0))
+                .await
+                .unwrap(),
+            "read once under the new rules"
+        );
+    }
+
+    #[tokio::test]
     async fn concurrent_clicks_take_exactly_what_is_left() {
         let limits = Arc::new(ClickLimits::default());
+        let rules = rules();
         let tasks: Vec<_> = (0..200)
             .map(|_| {
-                let limits = limits.clone();
-                tokio::spawn(async move { limits.left(CounterKey(3), 50, TAKE, || read(0)).await })
+                let (limits, rules) = (limits.clone(), rules.clone());
+                tokio::spawn(async move {
+                    limits
+                        .left(CounterKey(3), &rules, 50, TAKE, || read(0))
+                        .await
+                })
             })
             .collect();
         let mut taken = 0;

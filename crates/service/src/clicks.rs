@@ -217,8 +217,12 @@ impl ClickCounter {
         max: i64,
         take: bool,
     ) -> Result<bool, StorageError> {
+        // A link without rules has no cap.
+        let Some(rules) = &link.rules else {
+            return Ok(true);
+        };
         let read = || self.count_now(store, base, webhooks, link.counter);
-        self.limits.left(link.counter, max, take, read).await
+        self.limits.left(link.counter, rules, max, take, read).await
     }
 
     /// Every click of `key` so far: what is pending is written first, in this flush's turn.

@@ -340,6 +340,30 @@ async fn max_clicks_lets_exactly_that_many_through(app: TestApp) {
     assert_eq!(browse(&app, "limited", LONDON, DESKTOP).await.status(), 410);
     assert_eq!(app.wait_for_clicks("limited", 6).await, 6);
 
+    // A limit removed and set again counts the clicks made while there was none.
+    assert_ok(
+        app.patch_json("/links/limited", &json!({"maxClicks": null}))
+            .await,
+    )
+    .await;
+    for _ in 0..10 {
+        assert_eq!(browse(&app, "limited", LONDON, DESKTOP).await.status(), 302);
+    }
+    assert_ok(
+        app.patch_json("/links/limited", &json!({"maxClicks": 18}))
+            .await,
+    )
+    .await;
+    let statuses: Vec<u16> =
+        futures_util::future::join_all((0..5).map(|_| browse(&app, "limited", LONDON, DESKTOP)))
+            .await
+            .iter()
+            .map(|res| res.status().as_u16())
+            .collect();
+    let through = statuses.iter().filter(|&&s| s == 302).count();
+    assert_eq!(through, 2, "{statuses:?}");
+    assert_eq!(app.wait_for_clicks("limited", 18).await, 18);
+
     // A limit set on a link that already had clicks counts them.
     let code = app.create_code("https://example.com/busy").await;
     for _ in 0..3 {
