@@ -17,11 +17,12 @@ pub enum LinkRef {
 }
 
 impl LinkRef {
-    /// Reads a path segment.
-    pub fn parse(s: &str) -> Self {
+    /// Reads a path segment; `None` when it can name no link (neither an id nor shaped as a
+    /// code), which is then not found without asking the database.
+    pub fn parse(s: &str) -> Option<Self> {
         match LinkId::parse(s) {
-            Ok(id) => LinkRef::Id(id),
-            Err(_) => LinkRef::Code(s.to_owned()),
+            Ok(id) => Some(LinkRef::Id(id)),
+            Err(_) => Slug::could_be(s).then(|| LinkRef::Code(s.to_owned())),
         }
     }
 }

@@ -57,10 +57,7 @@ impl Slug {
         if s.is_empty() || s.len() > MAX_SLUG_LEN {
             return Err(SlugError::Length);
         }
-        if !s
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
-        {
+        if !in_alphabet(s) {
             return Err(SlugError::Charset);
         }
         if is_reserved(s) || crate::LinkId::parse(s).is_ok() {
@@ -89,6 +86,12 @@ impl Slug {
         Self(s)
     }
 
+    /// Whether `s` could be a stored slug: a slug's length and alphabet, reserved or not (see
+    /// [`Slug::from_trusted`]). Any other text names no link, and needs no lookup.
+    pub fn could_be(s: &str) -> bool {
+        (1..=MAX_SLUG_LEN).contains(&s.len()) && in_alphabet(s)
+    }
+
     /// The slug as text.
     pub fn as_str(&self) -> &str {
         &self.0
@@ -98,6 +101,11 @@ impl Slug {
     pub fn into_string(self) -> String {
         self.0
     }
+}
+
+fn in_alphabet(s: &str) -> bool {
+    s.bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
 }
 
 fn is_reserved(s: &str) -> bool {

@@ -330,7 +330,11 @@ pub fn document(base: &BaseUrl) -> Value {
 
 /// `GET /api/v1/openapi.json` (no authentication), `GET /docs` and its assets.
 pub fn configure_document(cfg: &mut web::ServiceConfig) {
-    cfg.route("/openapi.json", crate::get().to(serve_document));
+    cfg.service(
+        web::resource("/openapi.json")
+            .route(crate::get().to(serve_document))
+            .default_service(crate::method_not_allowed("GET, HEAD")),
+    );
 }
 
 /// The docs page and its bundled assets.

@@ -16,7 +16,7 @@
 //! `outage.rs`).
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use quick_cache::sync::Cache;
@@ -94,7 +94,14 @@ impl<V: Clone> Expiring<V> {
 pub(crate) struct LinkCache {
     found: Expiring<Arc<RedirectTarget>>,
     absent: Expiring<()>,
+    /// Counts invalidations: an answer read from the database is remembered only if none came
+    /// since the read began (it may predate the change that invalidated).
+    invalidations: AtomicU64,
 }
+
+/// When a read of the database began, as [`LinkCache::read_begins`] tells it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ReadBegan(u64);
 
 /// How long a link's entry answers without asking the database.
 pub const FOUND_TTL: Duration = Duration::from_secs(60);
@@ -108,6 +115,7 @@ impl LinkCache {
         Self {
             found: Expiring::new(100_000, found_ttl, found_ttl + STALE_FOR),
             absent: Expiring::new(100_000, ABSENT_TTL, ABSENT_TTL),
+            invalidations: AtomicU64::new(0),
         }
     }
 
@@ -128,18 +136,38 @@ impl LinkCache {
         self.found.get_stale(code)
     }
 
-    /// Remembers a code's link.
-    pub fn insert(&self, code: &str, target: Arc<RedirectTarget>) {
-        self.found.insert(code, target);
+    /// Call before reading a code's link from the database, to remember what it answers.
+    pub fn read_begins(&self) -> ReadBegan {
+        ReadBegan(self.invalidations.load(Ordering::SeqCst))
     }
 
-    /// Remembers that a code has no link.
-    pub fn insert_absent(&self, code: &str) {
-        self.absent.insert(code, ());
+    /// Remembers a code's link, read since `began`.
+    pub fn insert(&self, code: &str, target: Arc<RedirectTarget>, began: ReadBegan) {
+        self.remember(&self.found, code, target, began);
+    }
+
+    /// Remembers that a code has no link, read since `began`.
+    pub fn insert_absent(&self, code: &str, began: ReadBegan) {
+        self.remember(&self.absent, code, (), began);
+    }
+
+    /// Stores an answer unless an invalidation came since its read began. One that comes
+    /// between the check and the store is seen by the check after it, which takes the entry
+    /// out again; one later than that removes the entry itself.
+    fn remember<V: Clone>(&self, cache: &Expiring<V>, code: &str, value: V, began: ReadBegan) {
+        let unchanged = || self.invalidations.load(Ordering::SeqCst) == began.0;
+        if !unchanged() {
+            return;
+        }
+        cache.insert(code, value);
+        if !unchanged() {
+            cache.remove(code);
+        }
     }
 
     /// Forgets whatever is known of a code (it was created, changed or deleted).
     pub fn invalidate(&self, code: &str) {
+        self.invalidations.fetch_add(1, Ordering::SeqCst);
         self.found.remove(code);
         self.absent.remove(code);
     }
@@ -153,6 +181,7 @@ impl LinkCache {
 
     /// Forgets everything (what was cached while changes could not be heard may be stale).
     pub fn clear(&self) {
+        self.invalidations.fetch_add(1, Ordering::SeqCst);
         self.found.entries.clear();
         self.absent.entries.clear();
     }
@@ -184,5 +213,19 @@ mod tests {
         assert_eq!(kept.get_stale("a"), Some(1), "still kept");
         kept.remove("a");
         assert_eq!(kept.get_stale("a"), None);
+    }
+
+    #[test]
+    fn an_answer_read_before_an_invalidation_is_not_remembered() {
+        let cache = LinkCache::new(FOUND_TTL);
+        let began = cache.read_begins();
+        // The link was changed (or created) while the read was under way.
+        cache.invalidate("a");
+        cache.insert_absent("a", began);
+        assert!(matches!(cache.get("a"), Cached::Unknown));
+
+        let began = cache.read_begins();
+        cache.insert_absent("a", began);
+        assert!(matches!(cache.get("a"), Cached::Absent), "no change since");
     }
 }

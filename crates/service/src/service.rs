@@ -182,13 +182,14 @@ impl Service {
             Cached::Absent => return Ok(None),
             Cached::Unknown => {}
         }
-        if Slug::parse(code).is_err() {
+        if !Slug::could_be(code) {
             return Ok(None);
         }
         let outage = &self.inner.outage;
         if outage.is_down() {
             return self.stale(code, unavailable());
         }
+        let began = cache.read_begins();
         let found = match store.resolve(self.domain(), code).await {
             Ok(found) => found,
             Err(e) if e.is_unavailable() => {
@@ -201,11 +202,11 @@ impl Service {
         match found {
             Some(target) => {
                 let target = Arc::new(target);
-                cache.insert(code, target.clone());
+                cache.insert(code, target.clone(), began);
                 Ok(Some(target))
             }
             None => {
-                cache.insert_absent(code);
+                cache.insert_absent(code, began);
                 Ok(None)
             }
         }

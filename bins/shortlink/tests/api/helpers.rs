@@ -296,7 +296,7 @@ impl TestApp {
         self.store
             .get_link(
                 self.tenant.workspace.id,
-                &LinkRef::parse(code),
+                &LinkRef::parse(code).expect("a link id or code"),
                 &self.domain,
             )
             .await

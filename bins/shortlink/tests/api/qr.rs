@@ -190,6 +190,11 @@ async fn a_repeat_with_if_none_match_is_304() {
     assert!(etag.starts_with('"') && etag.ends_with('"'), "{etag}");
 
     assert_eq!(header(first.headers(), "vary"), Some("Accept"));
+    assert_eq!(
+        header(first.headers(), "cache-control"),
+        Some("private, no-cache"),
+        "asked again each time: the short URL changes with the slug"
+    );
     let again = send(app.api(Method::GET, path).header("if-none-match", &etag)).await;
     assert_eq!(again.status(), 304);
     assert_eq!(header(again.headers(), "etag"), Some(etag.as_str()));
@@ -211,6 +216,21 @@ async fn a_repeat_with_if_none_match_is_304() {
     )
     .await;
     assert_eq!(other.status(), 200);
+
+    // A new slug is another short URL, so another image under the same link id.
+    let link: Value = app.get("/links/qr-code").await.json().await.unwrap();
+    let id = text(&link["data"]["id"]);
+    let by_id = format!("/qr?shortCode={id}&format=png&size=256");
+    let before = send(app.api(Method::GET, &by_id).header("if-none-match", &etag)).await;
+    assert_eq!(before.status(), 304);
+    assert_ok(
+        app.patch_json("/links/qr-code", &json!({"customSlug": "qr-new"}))
+            .await,
+    )
+    .await;
+    let after = send(app.api(Method::GET, &by_id).header("if-none-match", &etag)).await;
+    assert_eq!(after.status(), 200);
+    assert_ne!(header(after.headers(), "etag"), Some(etag.as_str()));
 }
 
 /// `Accept` as RFC 9110 reads it: q-values, case, and a wildcard beside JSON.

@@ -9,7 +9,7 @@ use shortlink_analytics::{
     DateError, Device, Interval, TimeZone, Zoned, bucket_start, latest_ms, parse_date,
     referrer_host, time_zone,
 };
-use shortlink_domain::{CountryCode, LinkRef, Timestamp};
+use shortlink_domain::{CountryCode, Timestamp};
 use shortlink_storage::{Dimension, EventFilter, Tally};
 use utoipa::{IntoParams, ToSchema};
 
@@ -270,6 +270,11 @@ fn filter_value(name: &str, value: &Option<String>) -> Result<Option<String>, Ap
             name,
             format!("{name} must be 1 to 200 characters"),
         )),
+        // No recorded value has one, and PostgreSQL refuses text with a NUL.
+        Some(v) if v.chars().any(char::is_control) => Err(ApiError::field(
+            name,
+            format!("{name} must not contain control characters"),
+        )),
         other => Ok(other.clone()),
     }
 }
@@ -319,7 +324,7 @@ pub(super) async fn events(
         Some(link) => Some(
             state
                 .store
-                .link_counter(auth.workspace.id, &LinkRef::parse(link), state.domain())
+                .link_counter(auth.workspace.id, &super::link_ref(link)?, state.domain())
                 .await?
                 .ok_or(ApiError::NotFound("link"))?,
         ),

@@ -7,7 +7,7 @@ use actix_web::{HttpRequest, HttpResponse, web};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use shortlink_domain::{
-    BaseUrl, LinkId, LinkOptions, LinkRef, LinkView, Password, PasswordHash, Slug, Tag, Timestamp,
+    BaseUrl, LinkId, LinkOptions, LinkView, Password, PasswordHash, Slug, Tag, Timestamp,
 };
 use shortlink_storage::{
     CreateOutcome, LinkCompletion, LinkFilter, LinkUpdate, NewLink, RenderCreation,
@@ -378,7 +378,7 @@ async fn get(
     query.into_inner()?;
     let link = state
         .store
-        .get_link(auth.workspace.id, &LinkRef::parse(&path), state.domain())
+        .get_link(auth.workspace.id, &super::link_ref(&path)?, state.domain())
         .await?
         .ok_or(ApiError::NotFound("link"))?;
     Ok(ok(link.view(state.base())))
@@ -403,7 +403,7 @@ async fn update(
     let slug = patch.slug.as_ref().map(Slug::to_string);
     let changed = state
         .service
-        .update_link(auth.workspace.id, &LinkRef::parse(&path), &patch)
+        .update_link(auth.workspace.id, &super::link_ref(&path)?, &patch)
         .await?
         .ok_or(ApiError::NotFound("link"))?;
     match changed {
@@ -423,7 +423,7 @@ async fn delete(
     query.into_inner()?;
     let link = state
         .service
-        .delete_link(auth.workspace.id, &LinkRef::parse(&path))
+        .delete_link(auth.workspace.id, &super::link_ref(&path)?)
         .await?
         .ok_or(ApiError::NotFound("link"))?;
     Ok(ok(link.view(state.base())))

@@ -7,7 +7,7 @@ use actix_web::{HttpRequest, HttpResponse, web};
 use base64::Engine;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
-use shortlink_domain::{LinkRef, LinkView};
+use shortlink_domain::LinkView;
 use shortlink_qr::{Color, Level, Options, QrError};
 use utoipa::{IntoParams, ToSchema};
 
@@ -18,9 +18,10 @@ use crate::extract::QueryParams;
 use crate::negotiation::{accepted, is_json, matches_etag};
 use crate::state::AppState;
 
-/// A short URL never changes, so neither does its image for the same options; private because
-/// the request is authenticated.
-const CACHE_CONTROL: &str = "private, max-age=86400";
+/// Kept, but asked again each time: a link's short URL changes with its slug (the dashboard asks
+/// by link id), and the `ETag` makes asking again a 304 while it has not. Private because the
+/// request is authenticated.
+const CACHE_CONTROL: &str = "private, no-cache";
 
 /// The query. Every parameter is read as text so each is checked, and named, on its own; the
 /// documented types are what is accepted.
@@ -181,7 +182,7 @@ async fn qr(
     let opts = options(&query)?;
     let link = state
         .store
-        .get_link(auth.workspace.id, &LinkRef::parse(code), state.domain())
+        .get_link(auth.workspace.id, &super::link_ref(code)?, state.domain())
         .await?
         .ok_or(ApiError::NotFound("link"))?;
     let view = link.view(state.base());

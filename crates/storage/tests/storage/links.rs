@@ -203,38 +203,41 @@ each_backend!(update_and_delete_change_what_resolve_finds, |store| {
     .await;
 });
 
-each_backend!(concurrent_changes_of_one_link_keep_each_others_fields, |store| {
-    let acme = workspace(&store, "acme").await;
-    let d = base().domain().to_owned();
-    // Each round, two changes of different fields at once: each is computed from the link as
-    // its transaction reads it, and neither may write the other's field back as it was.
-    for round in 0..20 {
-        let link = create(&store, new_link(&acme, None, "https://example.com/old")).await;
-        let by_id = LinkRef::Id(link.id);
-        let destination = LinkPatch {
-            destination: Some(
-                Destination::parse(&format!("https://example.com/{round}"), &base()).unwrap(),
-            ),
-            ..LinkPatch::default()
-        };
-        let archive = LinkPatch {
-            archived: Some(true),
-            ..LinkPatch::default()
-        };
-        let base = base();
-        let (a, b) = tokio::join!(
-            store.update_link(acme.id, &by_id, &d, &destination, &base),
-            store.update_link(acme.id, &by_id, &d, &archive, &base),
-        );
-        assert!(a.unwrap().is_some() && b.unwrap().is_some());
-        let now = store.get_link(acme.id, &by_id, &d).await.unwrap().unwrap();
-        assert_eq!(
-            (now.destination.as_str(), now.options.archived),
-            (format!("https://example.com/{round}").as_str(), true),
-            "round {round}"
-        );
+each_backend!(
+    concurrent_changes_of_one_link_keep_each_others_fields,
+    |store| {
+        let acme = workspace(&store, "acme").await;
+        let d = base().domain().to_owned();
+        // Each round, two changes of different fields at once: each is computed from the link as
+        // its transaction reads it, and neither may write the other's field back as it was.
+        for round in 0..20 {
+            let link = create(&store, new_link(&acme, None, "https://example.com/old")).await;
+            let by_id = LinkRef::Id(link.id);
+            let destination = LinkPatch {
+                destination: Some(
+                    Destination::parse(&format!("https://example.com/{round}"), &base()).unwrap(),
+                ),
+                ..LinkPatch::default()
+            };
+            let archive = LinkPatch {
+                archived: Some(true),
+                ..LinkPatch::default()
+            };
+            let base = base();
+            let (a, b) = tokio::join!(
+                store.update_link(acme.id, &by_id, &d, &destination, &base),
+                store.update_link(acme.id, &by_id, &d, &archive, &base),
+            );
+            assert!(a.unwrap().is_some() && b.unwrap().is_some());
+            let now = store.get_link(acme.id, &by_id, &d).await.unwrap().unwrap();
+            assert_eq!(
+                (now.destination.as_str(), now.options.archived),
+                (format!("https://example.com/{round}").as_str(), true),
+                "round {round}"
+            );
+        }
     }
-});
+);
 
 each_backend!(click_batches_add_exactly, as_server, |store| {
     let acme = workspace(&store, "acme").await;
