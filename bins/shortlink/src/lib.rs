@@ -52,6 +52,14 @@ impl Application {
             shortlink_http::ratelimit::RedisRateLimiter::check_url(url)
                 .context("--redis-url is not a usable Redis URL")?;
         }
+        let geoip = match &config.geoip_db {
+            Some(path) => {
+                let geoip = Arc::new(GeoIp::open(path)?);
+                reload_on_hangup(geoip.clone());
+                Some(geoip)
+            }
+            None => None,
+        };
         let options = StoreOptions {
             pool: PoolOptions {
                 max_connections: config.max_connections,
@@ -89,20 +97,6 @@ impl Application {
                  give every instance of one database the same --base-url"
             );
         }
-        let first_run_key = if config.first_run_banner {
-            first_run(&store).await?
-        } else {
-            None
-        };
-
-        let geoip = match &config.geoip_db {
-            Some(path) => {
-                let geoip = Arc::new(GeoIp::open(path)?);
-                reload_on_hangup(geoip.clone());
-                Some(geoip)
-            }
-            None => None,
-        };
         let service = Service::new(
             store,
             ServiceSettings {
@@ -120,6 +114,13 @@ impl Application {
             },
         )?;
         let (metrics, metrics_server) = metrics_server(config.metrics_listen.as_deref(), &service)?;
+        // After everything a flag can make fail: a key made and then not shown (the start failed)
+        // would never be shown, the next start finding a workspace.
+        let first_run_key = if config.first_run_banner {
+            first_run(service.store()).await?
+        } else {
+            None
+        };
         let settings = HttpSettings {
             webhook_allow_private_targets: config.webhook_allow_private_targets,
             auth_failures_per_minute: config.auth_failures_per_minute,

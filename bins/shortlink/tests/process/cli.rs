@@ -151,7 +151,41 @@ fn a_bad_serve_flag_fails_in_one_line_before_making_a_database() {
         let message = cli(&db.url, &args).one_line_error().to_owned();
         assert!(message.contains("--redis-url"), "{message}");
     }
+    let args = [
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--geoip-db",
+        "/nonexistent.mmdb",
+    ];
+    let message = cli(&db.url, &args).one_line_error().to_owned();
+    assert!(message.contains("GeoIP"), "{message}");
     assert!(!std::path::Path::new(&path).exists(), "no database made");
+}
+
+/// A start that fails after the database was made (here the metrics listener's address is
+/// taken) makes no first-run key: a key made then would never be shown, the next start finding
+/// a workspace and printing no banner.
+#[tokio::test]
+async fn a_start_that_fails_leaves_the_first_run_key_to_the_next() {
+    let db = TestDatabase::sqlite();
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let taken = taken.local_addr().unwrap().to_string();
+    let args = [
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--metrics-listen",
+        &taken,
+    ];
+    cli(&db.url, &args).one_line_error();
+    let listed = cli(&db.url, &["workspace", "list"]);
+    assert!(!listed.success().contains("default"), "{}", listed.stdout);
+
+    let server = Server::start_command(None, &db.url, &[]).await;
+    let key = server.first_run_key().await;
+    assert!(is_api_key(&key), "the banner's key: {key}");
+    server.signal("TERM");
 }
 
 #[test]
