@@ -1,7 +1,7 @@
 //! Webhook endpoints, their secrets and targets, and the deliveries of events to them.
 
 use std::fmt;
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv4Addr};
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
@@ -148,8 +148,9 @@ impl fmt::Debug for WebhookTarget {
 }
 
 /// Whether a webhook may be sent to `ip`: false for loopback, private (RFC 1918, unique local),
-/// link-local, carrier-grade NAT, multicast, broadcast, documentation, benchmarking and
-/// unspecified addresses, and for IPv6 forms that embed such an IPv4 address.
+/// link-local, carrier-grade NAT, multicast, broadcast, documentation, benchmarking, reserved
+/// and unspecified addresses (IPv6's NAT64, discard-only, Teredo and ORCHID prefixes among
+/// them), and for IPv6 forms that embed such an IPv4 address.
 pub fn is_public_ip(ip: IpAddr) -> bool {
     match ip {
         IpAddr::V4(v4) => {
@@ -174,20 +175,34 @@ pub fn is_public_ip(ip: IpAddr) -> bool {
             if let Some(v4) = v6.to_ipv4() {
                 return is_public_ip(IpAddr::V4(v4));
             }
-            let seg0 = v6.segments()[0];
-            if seg0 == 0x2002 {
-                let [_, hi, lo, ..] = v6.segments();
-                let v4 = std::net::Ipv4Addr::from((u32::from(hi) << 16) | u32::from(lo));
-                return is_public_ip(IpAddr::V4(v4));
+            let segments = v6.segments();
+            let v4_in = |hi: u16, lo: u16| {
+                is_public_ip(IpAddr::V4(Ipv4Addr::from(
+                    (u32::from(hi) << 16) | u32::from(lo),
+                )))
+            };
+            match segments {
+                // 6to4 (2002:aabb:ccdd::/48).
+                [0x2002, hi, lo, ..] => return v4_in(hi, lo),
+                // IPv4-translated (::ffff:0:a.b.c.d, SIIT).
+                [0, 0, 0, 0, 0xffff, 0, hi, lo] => return v4_in(hi, lo),
+                _ => {}
             }
+            let [seg0, seg1, seg2, seg3, ..] = segments;
             !(v6.is_loopback()
                 || v6.is_unspecified()
                 || v6.is_multicast()
                 || (seg0 & 0xfe00) == 0xfc00 // unique local
                 || (seg0 & 0xffc0) == 0xfe80 // link-local
                 || (seg0 & 0xffc0) == 0xfec0 // site-local (deprecated)
-                || seg0 == 0x2001 && v6.segments()[1] == 0x0db8 // documentation
-                || seg0 == 0x0064 && v6.segments()[1] == 0xff9b) // NAT64
+                || seg0 == 0x2001 && seg1 == 0x0db8 // documentation
+                || seg0 == 0x3fff && seg1 < 0x1000 // documentation (3fff::/20)
+                || seg0 == 0x0064 && seg1 == 0xff9b // NAT64, well-known and local-use
+                || seg0 == 0x0100 && seg1 == 0 && seg2 == 0 && seg3 == 0 // discard-only
+                || seg0 == 0x2001 && seg1 == 0 // Teredo (carries IPv4 addresses)
+                || seg0 == 0x2001 && seg1 == 0x0002 && seg2 == 0 // benchmarking
+                || seg0 == 0x2001 && (seg1 & 0xfff0) == 0x0020 // ORCHIDv2, not routed
+                || seg0 == 0x2001 && (seg1 & 0xfff0) == 0x0010) // ORCHID (deprecated)
         }
     }
 }
@@ -392,6 +407,14 @@ mod tests {
             "2002:7f00:1::",
             "2002:a9fe:a9fe::1",
             "fd00::1",
+            "::ffff:0:10.0.0.1",
+            "64:ff9b:1::a00:1",
+            "2001:2::1",
+            "100::1",
+            "2001::1",
+            "2001:20::1",
+            "2001:10::1",
+            "3fff::1",
         ] {
             assert!(!public(private), "{private}");
         }
@@ -400,6 +423,8 @@ mod tests {
             "::ffff:8.8.8.8",
             "2002:808:808::1",
             "2606:4700::1111",
+            "::ffff:0:8.8.8.8",
+            "2001:4860:4860::8888",
         ] {
             assert!(public(address), "{address}");
         }
