@@ -121,6 +121,24 @@ pub(crate) async fn lock_endpoint(
     }
 }
 
+/// Waits until no transaction that may still write deliveries for the endpoint is open, and keeps
+/// new ones out until the caller's ends: they hold a key-share lock on it from reading it as
+/// subscribed (`lock_subscribed`) to their commit, which this lock waits for and excludes. A
+/// transaction let in afterwards reads the endpoint as it is then (disabled, say). Without it,
+/// disabling an endpoint failed its pending deliveries while a click flush that had read it
+/// active was still writing more, which then waited for ever.
+pub(crate) async fn exclude_delivery_writers(c: &mut Conn, webhook_id: &str) -> QueryResult<()> {
+    use crate::schema::webhooks;
+    webhooks::table
+        .find(webhook_id)
+        .select(webhooks::id)
+        .for_update()
+        .get_result::<String>(c)
+        .await
+        .optional()?;
+    Ok(())
+}
+
 /// The active endpoints of `workspaces`, each with a key-share lock for the caller's
 /// transaction, which writes their deliveries: a deletion of one of them waits for the
 /// transaction, or the transaction for the deletion, and then reads it no more. The lock the
@@ -130,7 +148,9 @@ pub(crate) async fn lock_subscribed(
     c: &mut Conn,
     workspaces: Vec<String>,
 ) -> QueryResult<Vec<(String, String, String)>> {
+    // In one order (by id), as every transaction that locks several endpoints does.
     queries::subscribed(workspaces)
+        .order(crate::schema::webhooks::id)
         .for_key_share()
         .load(c)
         .await

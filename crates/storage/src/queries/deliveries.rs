@@ -7,7 +7,9 @@ use shortlink_domain::{
     NextStep, Timestamp, WebhookId, WebhookSecret, WebhookTarget,
 };
 
-use super::{Conn, insert_attempts, lock_due, lock_endpoint, write_transaction};
+use super::{
+    Conn, exclude_delivery_writers, insert_attempts, lock_due, lock_endpoint, write_transaction,
+};
 use crate::StorageError;
 use crate::rows::{AttemptRow, DeliveryRow, parsed};
 use crate::schema::{webhook_deliveries, webhooks};
@@ -207,7 +209,11 @@ async fn record_one(
         NextStep::RetryAt(at) => (DeliveryState::Pending, Some(at.unix_millis())),
         NextStep::Failed => (DeliveryState::Failed, None),
     };
-    let key = webhook_deliveries::table.find((a.event_id.to_string(), a.webhook_id.to_string()));
+    // A delivered one stays so: a record that comes after its lease ran out (a stalled worker)
+    // may end an attempt that another worker's later one made needless.
+    let key = webhook_deliveries::table
+        .find((a.event_id.to_string(), a.webhook_id.to_string()))
+        .filter(webhook_deliveries::state.ne(DeliveryState::Delivered.as_str()));
     let attempts: Option<i32> = diesel::update(key)
         .set((
             webhook_deliveries::attempts.eq(webhook_deliveries::attempts + 1),
@@ -265,6 +271,8 @@ async fn record_one(
 /// again (a claim passes disabled endpoints over), and one left pending would wait for ever.
 /// Attempts in flight record their own outcome over this when they end.
 async fn disable(c: &mut Conn, webhook: &str, now: i64) -> Result<(), StorageError> {
+    // Deliveries being written now are failed below too, and none is written after.
+    exclude_delivery_writers(c, webhook).await?;
     diesel::update(webhooks::table.find(webhook))
         .filter(webhooks::disabled_at.is_null())
         .set(webhooks::disabled_at.eq(now))

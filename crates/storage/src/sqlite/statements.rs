@@ -76,6 +76,11 @@ pub(crate) async fn lock_link(_c: &mut Conn, row: LinkRow) -> QueryResult<Option
     Ok(Some(row))
 }
 
+/// SQLite's single writer: no other transaction is open to write deliveries.
+pub(crate) async fn exclude_delivery_writers(_c: &mut Conn, _webhook_id: &str) -> QueryResult<()> {
+    Ok(())
+}
+
 /// The active endpoints of `workspaces`; SQLite's single writer orders every write, and the
 /// deliveries' foreign key stays: nothing to lock.
 pub(crate) async fn lock_subscribed(

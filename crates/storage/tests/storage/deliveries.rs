@@ -310,6 +310,106 @@ each_backend!(
     }
 );
 
+/// A failed attempt of a delivery claimed by the test.
+fn failed(c: &ClaimedDelivery) -> AttemptRecord {
+    AttemptRecord {
+        event_id: c.delivery.event_id,
+        webhook_id: c.delivery.webhook_id,
+        started_at: Timestamp::now(),
+        duration_ms: 1,
+        status_code: Some(500),
+        error: None,
+        next: NextStep::Failed,
+    }
+}
+
+/// PostgreSQL: an endpoint disabled while a transaction that read it as subscribed (a click
+/// flush, say) still writes its deliveries fails those too. Before, they were written after the
+/// disabling failed what it saw, and stayed pending for ever.
+#[tokio::test]
+async fn disabling_an_endpoint_fails_the_deliveries_being_written_for_it() {
+    use diesel_async::{AsyncConnection, AsyncPgConnection, SimpleAsyncConnection};
+    let test = "disabling_an_endpoint_fails_the_deliveries_being_written_for_it";
+    let Some(db) = TestDatabase::postgres(test).await else {
+        return;
+    };
+    let store = db.store().await;
+    let acme = workspace(&store, "acme").await;
+    let hook = webhook(&store, &acme, &[EventKind::LinkCreated]).await;
+    let n = shortlink_domain::MAX_CONSECUTIVE_FAILURES as usize;
+    create_many(&store, &acme, n).await;
+    let claimed = store
+        .claim_due(Timestamp::now(), n as i64, later(), &anyone())
+        .await
+        .unwrap();
+    let (first, last) = claimed.split_at(n - 1);
+    let records: Vec<AttemptRecord> = first.iter().map(failed).collect();
+    store.record_attempts(&records).await.unwrap();
+
+    // The writer holds the endpoint as the outbox does, from reading it to its commit.
+    let mut writer = AsyncPgConnection::establish(&db.url).await.unwrap();
+    writer
+        .batch_execute(&format!(
+            "BEGIN; SELECT id FROM webhooks WHERE id = '{}' FOR KEY SHARE",
+            hook.id
+        ))
+        .await
+        .unwrap();
+    let disabling = tokio::spawn({
+        let (store, record) = (store.clone(), failed(&last[0]));
+        async move { store.record_attempts(&[record]).await }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    writer
+        .batch_execute(&format!(
+            "INSERT INTO webhook_deliveries (event_id, webhook_id, event_type, payload, state, \
+             attempts, next_attempt_at, created_at, updated_at) \
+             VALUES ('{}', '{}', 'link.created', '{{}}', 'pending', 0, 0, 0, 0); COMMIT",
+            shortlink_domain::MessageId::generate(),
+            hook.id
+        ))
+        .await
+        .unwrap();
+    disabling.await.unwrap().unwrap();
+
+    let listed = store
+        .list_deliveries(acme.id, hook.id, 100)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(listed.len(), n + 1);
+    let pending: Vec<_> = listed
+        .iter()
+        .filter(|d| d.state != DeliveryState::Failed)
+        .collect();
+    assert!(pending.is_empty(), "{pending:?}");
+}
+
+each_backend!(
+    a_delivered_delivery_stays_delivered_whatever_a_late_record_says,
+    |store| {
+        let acme = workspace(&store, "acme").await;
+        webhook(&store, &acme, &[EventKind::LinkCreated]).await;
+        create_many(&store, &acme, 1).await;
+        let claimed = store
+            .claim_due(Timestamp::now(), 1, later(), &anyone())
+            .await
+            .unwrap();
+        delivered(&store, &claimed[0]).await;
+        // A worker whose lease ran out records its attempt of the same delivery afterwards.
+        store.record_attempts(&[failed(&claimed[0])]).await.unwrap();
+        let listed = store
+            .list_deliveries(acme.id, claimed[0].delivery.webhook_id, 10)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (listed[0].state, listed[0].attempts),
+            (DeliveryState::Delivered, 1)
+        );
+    }
+);
+
 each_backend!(
     endpoints_are_disabled_after_consecutive_failed_deliveries,
     |store| {
