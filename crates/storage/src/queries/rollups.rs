@@ -247,14 +247,11 @@ pub(crate) async fn first_event_day(c: &mut Conn) -> Result<Option<i64>, Storage
     Ok(oldest.map(|at| at.div_euclid(DAY)))
 }
 
-/// Marks `days` stale (their events changed); a no-op for a day not rolled up yet.
+/// Marks `days` stale (their events changed), rolled up or not: a roll-up of the day under way
+/// has read no mark and may have read the events before this change, and the mark keeps the day
+/// to be rolled up again (a mark on a day not rolled up is cleared by its first roll-up).
 pub(crate) async fn mark_stale(c: &mut Conn, days: &[i64]) -> Result<(), StorageError> {
-    let rolled_up: Vec<i64> = rolled::table
-        .filter(rolled::day.eq_any(days))
-        .select(rolled::day)
-        .load(c)
-        .await?;
-    for day in rolled_up {
+    for &day in days {
         diesel::insert_into(stale::table)
             .values((stale::day.eq(day), stale::version.eq(1)))
             .on_conflict(stale::day)
