@@ -29,5 +29,5 @@ pub use model::{
     LinkClicks, LinkFilter, LinkUpdate, NewLink, PoolOptions, PoolUsage, RedirectTarget,
     ServerOptions, StoreOptions, Tally,
 };
-pub use pg::changes::ChangeListener;
+pub use pg::changes::{ChangeListener, LISTENER_QUIET_FOR};
 pub use store::{ANSWER_WITHIN, ROLL_UP_AFTER, Store};

@@ -6,11 +6,16 @@ use diesel::sql_types::Text;
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use futures_util::StreamExt;
 
-use crate::StorageError;
+use std::time::Duration;
+
 use crate::model::Change;
+use crate::{ANSWER_WITHIN, StorageError};
 
 /// The channel.
 const CHANNEL: &str = "shortlink_changes";
+
+/// How long the listener waits for a notification before it checks that its connection answers.
+pub const LISTENER_QUIET_FOR: Duration = Duration::from_secs(10);
 
 /// A payload stays under PostgreSQL's 8,000-byte limit.
 const MAX_PAYLOAD: usize = 7_000;
@@ -70,18 +75,35 @@ impl ChangeListener {
         Ok(Self { conn })
     }
 
-    /// The next changes announced; `None` once the connection is lost.
+    /// The next changes announced; `None` once the connection is lost, or does not answer
+    /// within [`ANSWER_WITHIN`] when asked after [`LISTENER_QUIET_FOR`] without a notification: a
+    /// connection cut off without a word (a failover, a dropped route) would otherwise wait for
+    /// the system's TCP keepalive, two hours by default, while changes went unheard.
     pub async fn next(&mut self) -> Option<Vec<Change>> {
-        let mut notifications = std::pin::pin!(self.conn.notifications_stream());
-        match notifications.next().await {
-            Some(Ok(notification)) => Some(
-                notification
-                    .payload
-                    .lines()
-                    .filter_map(Change::from_line)
-                    .collect(),
-            ),
-            _ => None,
+        loop {
+            let waited = {
+                let mut notifications = std::pin::pin!(self.conn.notifications_stream());
+                // Cancel-safe: a notification that arrives meanwhile waits in the channel.
+                tokio::time::timeout(LISTENER_QUIET_FOR, notifications.next()).await
+            };
+            match waited {
+                Ok(Some(Ok(notification))) => {
+                    return Some(
+                        notification
+                            .payload
+                            .lines()
+                            .filter_map(Change::from_line)
+                            .collect(),
+                    );
+                }
+                Ok(_) => return None,
+                Err(_quiet) => {
+                    let asked = diesel::sql_query("SELECT 1").execute(&mut self.conn);
+                    if !matches!(tokio::time::timeout(ANSWER_WITHIN, asked).await, Ok(Ok(_))) {
+                        return None;
+                    }
+                }
+            }
         }
     }
 }

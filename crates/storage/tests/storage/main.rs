@@ -5,6 +5,7 @@
     reason = "a test fails by panicking, and helpers are part of tests"
 )]
 
+mod changes;
 mod click_journal;
 mod deliveries;
 mod link_codes;
