@@ -89,7 +89,11 @@ impl ClickLimits {
         count
             .loaded
             .get_or_try_init(|| async {
-                count.elsewhere.store(read().await?, Ordering::Release);
+                let total = read().await?;
+                // Clicks a flush wrote for the key before the read are in it; `written` tells
+                // apart only those counted here since.
+                count.written.store(0, Ordering::Release);
+                count.elsewhere.store(total, Ordering::Release);
                 Ok::<_, StorageError>(())
             })
             .await?;
@@ -301,6 +305,39 @@ mod tests {
                 .await
                 .unwrap(),
             "read once under the new rules"
+        );
+    }
+
+    #[tokio::test]
+    async fn clicks_written_before_the_count_was_read_are_not_told_apart_again() {
+        let limits = ClickLimits::default();
+        let (key, capped) = (CounterKey(6), rules());
+        assert!(
+            limits
+                .left(key, &capped, 4, TAKE, || read(0))
+                .await
+                .unwrap()
+        );
+        // The link is read again (new rules) while a flush writes this instance's 2 clicks:
+        // the count read has them.
+        let again = rules();
+        let read_during_a_flush = || async {
+            limits.written([(key, 2)]);
+            Ok(2)
+        };
+        assert!(
+            limits
+                .left(key, &again, 4, false, read_during_a_flush)
+                .await
+                .unwrap()
+        );
+        // Another instance's 2 arrive with the database.
+        limits.refreshed(&limits.keys(), &HashMap::from([(key, 4)]));
+        assert!(
+            !limits
+                .left(key, &again, 4, false, || read(0))
+                .await
+                .unwrap()
         );
     }
 
