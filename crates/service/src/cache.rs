@@ -94,12 +94,23 @@ impl<V: Clone> Expiring<V> {
 pub(crate) struct LinkCache {
     found: Expiring<Arc<RedirectTarget>>,
     absent: Expiring<()>,
-    /// Counts invalidations: an answer read from the database is remembered only if none came
-    /// since the read began (it may predate the change that invalidated).
-    invalidations: AtomicU64,
+    /// Counts invalidations, in stripes by code: an answer read from the database is remembered
+    /// only if none of its stripe came since the read began (it may predate the change that
+    /// invalidated). Striped so that a busy stream of creations does not keep every other code
+    /// out of the cache; a stripe shared by chance costs a miss.
+    invalidations: [AtomicU64; STRIPES],
 }
 
-/// When a read of the database began, as [`LinkCache::read_begins`] tells it.
+const STRIPES: usize = 64;
+
+/// The stripe of `code`'s invalidations.
+fn stripe(code: &str) -> usize {
+    use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
+    let hash = BuildHasherDefault::<DefaultHasher>::default().hash_one(code);
+    usize::try_from(hash % STRIPES as u64).unwrap_or(0)
+}
+
+/// When a read of a code's link began, as [`LinkCache::read_begins`] tells it.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct ReadBegan(u64);
 
@@ -115,7 +126,7 @@ impl LinkCache {
         Self {
             found: Expiring::new(100_000, found_ttl, found_ttl + STALE_FOR),
             absent: Expiring::new(100_000, ABSENT_TTL, ABSENT_TTL),
-            invalidations: AtomicU64::new(0),
+            invalidations: std::array::from_fn(|_| AtomicU64::new(0)),
         }
     }
 
@@ -136,9 +147,9 @@ impl LinkCache {
         self.found.get_stale(code)
     }
 
-    /// Call before reading a code's link from the database, to remember what it answers.
-    pub fn read_begins(&self) -> ReadBegan {
-        ReadBegan(self.invalidations.load(Ordering::SeqCst))
+    /// Call before reading `code`'s link from the database, to remember what it answers.
+    pub fn read_begins(&self, code: &str) -> ReadBegan {
+        ReadBegan(self.invalidations[stripe(code)].load(Ordering::SeqCst))
     }
 
     /// Remembers a code's link, read since `began`.
@@ -155,7 +166,8 @@ impl LinkCache {
     /// between the check and the store is seen by the check after it, which takes the entry
     /// out again; one later than that removes the entry itself.
     fn remember<V: Clone>(&self, cache: &Expiring<V>, code: &str, value: V, began: ReadBegan) {
-        let unchanged = || self.invalidations.load(Ordering::SeqCst) == began.0;
+        let invalidations = &self.invalidations[stripe(code)];
+        let unchanged = || invalidations.load(Ordering::SeqCst) == began.0;
         if !unchanged() {
             return;
         }
@@ -167,7 +179,7 @@ impl LinkCache {
 
     /// Forgets whatever is known of a code (it was created, changed or deleted).
     pub fn invalidate(&self, code: &str) {
-        self.invalidations.fetch_add(1, Ordering::SeqCst);
+        self.invalidations[stripe(code)].fetch_add(1, Ordering::SeqCst);
         self.found.remove(code);
         self.absent.remove(code);
     }
@@ -181,7 +193,9 @@ impl LinkCache {
 
     /// Forgets everything (what was cached while changes could not be heard may be stale).
     pub fn clear(&self) {
-        self.invalidations.fetch_add(1, Ordering::SeqCst);
+        for invalidations in &self.invalidations {
+            invalidations.fetch_add(1, Ordering::SeqCst);
+        }
         self.found.entries.clear();
         self.absent.entries.clear();
     }
@@ -218,14 +232,23 @@ mod tests {
     #[test]
     fn an_answer_read_before_an_invalidation_is_not_remembered() {
         let cache = LinkCache::new(FOUND_TTL);
-        let began = cache.read_begins();
+        let began = cache.read_begins("a");
         // The link was changed (or created) while the read was under way.
         cache.invalidate("a");
         cache.insert_absent("a", began);
         assert!(matches!(cache.get("a"), Cached::Unknown));
 
-        let began = cache.read_begins();
+        let began = cache.read_begins("a");
         cache.insert_absent("a", began);
         assert!(matches!(cache.get("a"), Cached::Absent), "no change since");
+
+        // Another code's change in another stripe leaves the answer to be remembered.
+        let other = (0..)
+            .map(|i| format!("b{i}"))
+            .find(|b| stripe(b) != stripe("c"));
+        let began = cache.read_begins("c");
+        cache.invalidate(&other.unwrap());
+        cache.insert_absent("c", began);
+        assert!(matches!(cache.get("c"), Cached::Absent));
     }
 }

@@ -189,7 +189,7 @@ impl Service {
         if outage.is_down() {
             return self.stale(code, unavailable());
         }
-        let began = cache.read_begins();
+        let began = cache.read_begins(code);
         let found = match store.resolve(self.domain(), code).await {
             Ok(found) => found,
             Err(e) if e.is_unavailable() => {
