@@ -189,6 +189,22 @@ mod tests {
         Ok(n)
     }
 
+    /// Whether `key` has a click left under `max`, taking it with `take`; a first read of its
+    /// count finds `total`.
+    async fn left(
+        limits: &ClickLimits,
+        key: CounterKey,
+        rules: &Arc<RedirectRules>,
+        max: i64,
+        take: bool,
+        total: i64,
+    ) -> bool {
+        limits
+            .left(key, rules, max, take, || read(total))
+            .await
+            .unwrap()
+    }
+
     /// A link's rules as a read of it brings them.
     fn rules() -> Arc<RedirectRules> {
         Arc::new(RedirectRules::default())
@@ -199,82 +215,26 @@ mod tests {
         let limits = ClickLimits::default();
         let (key, rules) = (CounterKey(7), rules());
         // One click before the count was read, then two of the three are left.
-        assert!(
-            limits
-                .left(key, &rules, 3, false, || read(1))
-                .await
-                .unwrap()
-        );
-        assert!(
-            limits
-                .left(key, &rules, 3, TAKE, || read(99))
-                .await
-                .unwrap(),
-            "read once"
-        );
-        assert!(
-            limits
-                .left(key, &rules, 3, false, || read(99))
-                .await
-                .unwrap()
-        );
-        assert!(
-            limits
-                .left(key, &rules, 3, TAKE, || read(99))
-                .await
-                .unwrap()
-        );
-        assert!(
-            !limits
-                .left(key, &rules, 3, false, || read(99))
-                .await
-                .unwrap()
-        );
-        assert!(
-            !limits
-                .left(key, &rules, 3, TAKE, || read(99))
-                .await
-                .unwrap()
-        );
+        assert!(left(&limits, key, &rules, 3, false, 1).await);
+        assert!(left(&limits, key, &rules, 3, TAKE, 99).await, "read once");
+        assert!(left(&limits, key, &rules, 3, false, 99).await);
+        assert!(left(&limits, key, &rules, 3, TAKE, 99).await);
+        assert!(!left(&limits, key, &rules, 3, false, 99).await);
+        assert!(!left(&limits, key, &rules, 3, TAKE, 99).await);
     }
 
     #[tokio::test]
     async fn clicks_counted_elsewhere_arrive_with_a_refresh() {
         let limits = ClickLimits::default();
         let (key, rules) = (CounterKey(1), rules());
-        assert!(
-            limits
-                .left(key, &rules, 10, TAKE, || read(0))
-                .await
-                .unwrap()
-        );
-        assert!(
-            limits
-                .left(key, &rules, 10, TAKE, || read(0))
-                .await
-                .unwrap()
-        );
+        assert!(left(&limits, key, &rules, 10, TAKE, 0).await);
+        assert!(left(&limits, key, &rules, 10, TAKE, 0).await);
         limits.written([(key, 2), (CounterKey(2), 5)]);
         // The database has our 2 and another instance's 7.
         limits.refreshed(&limits.keys(), &HashMap::from([(key, 9)]));
-        assert!(
-            limits
-                .left(key, &rules, 10, false, || read(0))
-                .await
-                .unwrap()
-        );
-        assert!(
-            limits
-                .left(key, &rules, 10, TAKE, || read(0))
-                .await
-                .unwrap()
-        );
-        assert!(
-            !limits
-                .left(key, &rules, 10, TAKE, || read(0))
-                .await
-                .unwrap()
-        );
+        assert!(left(&limits, key, &rules, 10, false, 0).await);
+        assert!(left(&limits, key, &rules, 10, TAKE, 0).await);
+        assert!(!left(&limits, key, &rules, 10, TAKE, 0).await);
         // Deleted: forgotten.
         limits.refreshed(&[key], &HashMap::new());
         assert!(limits.keys().is_empty());
@@ -284,26 +244,13 @@ mod tests {
     async fn a_change_of_the_link_reads_its_count_again() {
         let limits = ClickLimits::default();
         let (key, capped) = (CounterKey(5), rules());
-        assert!(
-            limits
-                .left(key, &capped, 3, TAKE, || read(0))
-                .await
-                .unwrap()
-        );
+        assert!(left(&limits, key, &capped, 3, TAKE, 0).await);
         // The cap was removed (clicks then take no place here: 10 more were counted) and set
         // again: the link was read again, with new rules.
         let capped_again = rules();
+        assert!(!left(&limits, key, &capped_again, 3, TAKE, 11).await);
         assert!(
-            !limits
-                .left(key, &capped_again, 3, TAKE, || read(11))
-                .await
-                .unwrap()
-        );
-        assert!(
-            !limits
-                .left(key, &capped_again, 3, false, || read(0))
-                .await
-                .unwrap(),
+            !left(&limits, key, &capped_again, 3, false, 0).await,
             "read once under the new rules"
         );
     }
@@ -312,12 +259,7 @@ mod tests {
     async fn clicks_written_before_the_count_was_read_are_not_told_apart_again() {
         let limits = ClickLimits::default();
         let (key, capped) = (CounterKey(6), rules());
-        assert!(
-            limits
-                .left(key, &capped, 4, TAKE, || read(0))
-                .await
-                .unwrap()
-        );
+        assert!(left(&limits, key, &capped, 4, TAKE, 0).await);
         // The link is read again (new rules) while a flush writes this instance's 2 clicks:
         // the count read has them.
         let again = rules();
@@ -325,20 +267,11 @@ mod tests {
             limits.written([(key, 2)]);
             Ok(2)
         };
-        assert!(
-            limits
-                .left(key, &again, 4, false, read_during_a_flush)
-                .await
-                .unwrap()
-        );
+        let left_then = limits.left(key, &again, 4, false, read_during_a_flush);
+        assert!(left_then.await.unwrap());
         // Another instance's 2 arrive with the database.
         limits.refreshed(&limits.keys(), &HashMap::from([(key, 4)]));
-        assert!(
-            !limits
-                .left(key, &again, 4, false, || read(0))
-                .await
-                .unwrap()
-        );
+        assert!(!left(&limits, key, &again, 4, false, 0).await);
     }
 
     #[tokio::test]
