@@ -439,18 +439,7 @@ each_backend!(
             .await
             .unwrap();
         for (i, c) in failing.iter().enumerate() {
-            store
-                .record_attempts(&[AttemptRecord {
-                    event_id: c.delivery.event_id,
-                    webhook_id: hook.id,
-                    started_at: Timestamp::now(),
-                    duration_ms: 1,
-                    status_code: None,
-                    error: Some("connection refused".into()),
-                    next: NextStep::Failed,
-                }])
-                .await
-                .unwrap();
+            store.record_attempts(&[failed(c)]).await.unwrap();
             let now = store.get_webhook(acme.id, hook.id).await.unwrap().unwrap();
             assert_eq!(now.consecutive_failures, i as i32 + 1);
             assert_eq!(now.disabled_at.is_some(), i + 1 == n);
@@ -838,26 +827,14 @@ async fn two_instances_recording_failures_of_one_endpoint_do_not_deadlock() {
     for round in 0..5 {
         let hook = webhook(&one, &acme, &[EventKind::LinkCreated]).await;
         create_many(&one, &acme, 2 * n + 4).await;
-        let failed = |claimed: Vec<ClaimedDelivery>| {
-            claimed
-                .into_iter()
-                .map(|c| AttemptRecord {
-                    event_id: c.delivery.event_id,
-                    webhook_id: c.delivery.webhook_id,
-                    started_at: Timestamp::now(),
-                    duration_ms: 1,
-                    status_code: None,
-                    error: Some("connection refused".into()),
-                    next: NextStep::Failed,
-                })
-                .collect::<Vec<_>>()
-        };
-        let first = failed(
+        let all_failed =
+            |claimed: Vec<ClaimedDelivery>| claimed.iter().map(failed).collect::<Vec<_>>();
+        let first = all_failed(
             one.claim_due(Timestamp::now(), n as i64, later(), &anyone())
                 .await
                 .unwrap(),
         );
-        let second = failed(
+        let second = all_failed(
             two.claim_due(Timestamp::now(), n as i64, later(), &anyone())
                 .await
                 .unwrap(),
