@@ -2,8 +2,10 @@
 with no serious or critical violation, and is photographed at 1280 and 375 px."""
 
 import csv
+import http.server
 import io
 import re
+import threading
 import time
 
 import pytest
@@ -725,3 +727,52 @@ def test_the_api_docs_page_shows_the_operations_under_its_policy(dashboard):
     assert "frame-ancestors 'none'" in policy and "script-src 'self'" in policy, policy
     expect(page.get_by_text("/api/v1/links/bulk").first).to_be_visible()
     expect(page.locator(".opblock").first).to_be_visible()
+
+
+def test_a_visitor_unlocks_a_password_link_and_reaches_its_destination(browser, server):
+    if not has_link_options(server):
+        pytest.skip("this server does not accept link options (password, …) yet")
+
+    class Landing(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            body = b"<!doctype html><title>Landing</title><p>reached</p>"
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    # Another origin than the short link's, as every destination is.
+    landing = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Landing)
+    threading.Thread(target=landing.serve_forever, daemon=True).start()
+    destination = f"http://localhost:{landing.server_address[1]}/landing"
+    status, created = server.api("POST", "/links", {
+        "destination": destination, "customSlug": "e2e-locked", "password": "open sesame"})
+    assert status == 200, created
+    context = browser.new_context(user_agent=CHROME)
+    page = context.new_page()
+    problems = []
+    # The wrong password's 403 logs a failed resource; a blocked redirect logs a policy error.
+    page.on("console", lambda m: m.type == "error" and "Failed to load resource" not in m.text
+            and problems.append(m.text))
+    try:
+        page.goto(f"{server.base}/e2e-locked")
+        page.get_by_label("Password").fill("wrong")
+        page.get_by_role("button", name="Continue").click()
+        expect(page.get_by_text("That password is not right")).to_be_visible()
+        page.get_by_label("Password").fill("open sesame")
+        page.get_by_role("button", name="Continue").click()
+        # The form's answer is a redirect to the destination: the page's policy lets it through.
+        expect(page).to_have_url(destination)
+        expect(page.get_by_text("reached")).to_be_visible()
+    finally:
+        context.close()
+        landing.shutdown()
+    assert not problems, problems
+    deadline = time.monotonic() + 10
+    while server.api("GET", "/links/e2e-locked")[1]["data"]["clicks"] != 1:
+        assert time.monotonic() < deadline, "the unlocked visit was not counted"
+        time.sleep(0.1)

@@ -32,12 +32,14 @@ padding:0 1rem;color:#222;background:#fff}@media(prefers-color-scheme:dark){body
 background:#111}}input,button{font:inherit;padding:.4rem .6rem}p.error{color:#c00}";
 
 /// The Content-Security-Policy of every page: nothing but the style above, images for a preview,
-/// and a form posting to the page itself.
+/// and a form posting to the page itself. `form-action` names the destinations' schemes too:
+/// browsers hold the redirect that answers a form to it as well (Chromium blocks it otherwise),
+/// and the right password's answer is a redirect to another site.
 static CSP: LazyLock<String> = LazyLock::new(|| {
     let hash = base64::engine::general_purpose::STANDARD.encode(Sha256::digest(STYLE));
     format!(
         "default-src 'none'; style-src 'sha256-{hash}'; img-src https: http:; \
-         form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+         form-action 'self' https: http:; base-uri 'none'; frame-ancestors 'none'"
     )
 });
 
