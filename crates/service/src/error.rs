@@ -28,9 +28,9 @@ pub enum ServiceError {
     /// [`crate::Service::run`] was called while it already runs, or after it ran.
     #[error("the service's background tasks run once")]
     AlreadyRunning,
-    /// The HTTP client for webhook deliveries could not be built.
+    /// The webhook delivery worker could not be made: its HTTP client, or its settings.
     #[error(transparent)]
-    Webhooks(#[from] shortlink_webhooks::SenderError),
+    Webhooks(#[from] shortlink_webhooks::WorkerError),
     /// Some clicks could not be written before the service stopped (the database stayed
     /// unavailable for the whole drain timeout); they are lost.
     #[error("some clicks could not be written before stopping")]

@@ -6,8 +6,9 @@
 //!
 //! - [`VerifyError`]: a receiver checking a delivery it got ([`verify`]).
 //! - [`ScheduleError`]: reading a retry schedule from the command line or the environment.
-//! - [`SenderError`]: building the HTTP client at start-up ([`WebhookSender::new`],
-//!   [`DeliveryWorker::new`]).
+//! - [`SenderError`]: building the HTTP client at start-up ([`WebhookSender::new`]).
+//! - [`WorkerError`]: making a worker ([`DeliveryWorker::new`]): its client, or a lease too short
+//!   for its request timeout.
 //! - [`GuardError`]: a target refused by the SSRF guard. It is not returned to callers; it travels
 //!   as the source of the request error and ends in the attempt's error text.
 //!
@@ -31,4 +32,4 @@ pub use signing::{
     DEFAULT_TOLERANCE, HEADER_ID, HEADER_SIGNATURE, HEADER_TIMESTAMP, HeaderSource,
     SignatureHeaders, VerifyError, sign, verify, verify_at,
 };
-pub use worker::{AttemptObserver, DeliveryWorker, WakeHandle, WorkerConfig};
+pub use worker::{AttemptObserver, DeliveryWorker, WakeHandle, WorkerConfig, WorkerError};

@@ -25,9 +25,10 @@ use crate::sender::{DEFAULT_REQUEST_TIMEOUT, SenderConfig, SenderError, WebhookS
 pub struct WorkerConfig {
     /// Attempts in flight at once. Default 64; zero counts as one.
     pub concurrency: usize,
-    /// How long a claimed delivery stays leased to this worker. It must comfortably exceed
-    /// `request_timeout`, or another process may claim a delivery whose attempt is still
-    /// running and send it twice. Default 60 s.
+    /// How long a claimed delivery stays leased to this worker. At least twice
+    /// `request_timeout` ([`DeliveryWorker::new`] refuses less): a lease that ends while its
+    /// attempt still runs, or before the attempt is recorded, lets another process claim the
+    /// delivery and send it twice. Default 60 s.
     pub lease: Duration,
     /// How often to look for due deliveries (retries coming due, events written by other
     /// processes) when nothing wakes the worker, and how long to wait after a queue error.
@@ -39,6 +40,25 @@ pub struct WorkerConfig {
     pub allow_private: bool,
     /// The limit on one attempt. Default [`DEFAULT_REQUEST_TIMEOUT`] (10 s).
     pub request_timeout: Duration,
+}
+
+/// A [`DeliveryWorker`] could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkerError {
+    /// The HTTP client could not be built.
+    #[error(transparent)]
+    Client(#[from] SenderError),
+    /// [`WorkerConfig::lease`] is shorter than twice [`WorkerConfig::request_timeout`].
+    #[error(
+        "a webhook lease of {lease:?} is too short for a request timeout of {request_timeout:?}: \
+         it must be at least twice as long"
+    )]
+    LeaseTooShort {
+        /// The lease asked for.
+        lease: Duration,
+        /// The request timeout asked for.
+        request_timeout: Duration,
+    },
 }
 
 impl Default for WorkerConfig {
@@ -100,7 +120,13 @@ impl<Q> fmt::Debug for DeliveryWorker<Q> {
 
 impl<Q: DeliveryQueue> DeliveryWorker<Q> {
     /// A worker for `queue`; builds its HTTP client.
-    pub fn new(queue: Q, config: WorkerConfig) -> Result<Self, SenderError> {
+    pub fn new(queue: Q, config: WorkerConfig) -> Result<Self, WorkerError> {
+        if config.lease < config.request_timeout.saturating_mul(2) {
+            return Err(WorkerError::LeaseTooShort {
+                lease: config.lease,
+                request_timeout: config.request_timeout,
+            });
+        }
         let sender = WebhookSender::new(&SenderConfig {
             timeout: config.request_timeout,
             allow_private: config.allow_private,

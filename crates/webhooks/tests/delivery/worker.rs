@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use shortlink_domain::{DeliveryState, MessageId, NextStep};
 use shortlink_webhooks::{
-    DEFAULT_TOLERANCE, DeliveryWorker, HEADER_ID, RetrySchedule, WakeHandle, WorkerConfig, verify,
+    DEFAULT_TOLERANCE, DeliveryWorker, HEADER_ID, RetrySchedule, WakeHandle, WorkerConfig, WorkerError,
+    verify,
 };
 use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinHandle;
@@ -57,6 +58,22 @@ impl Running {
             .expect("the worker stops")
             .unwrap();
     }
+}
+
+#[test]
+fn a_lease_shorter_than_twice_the_request_timeout_is_refused() {
+    let with = |lease, request_timeout| WorkerConfig {
+        lease: Duration::from_secs(lease),
+        request_timeout: Duration::from_secs(request_timeout),
+        ..WorkerConfig::default()
+    };
+    let refused = DeliveryWorker::new(MemoryQueue::new(), with(19, 10)).unwrap_err();
+    assert!(matches!(
+        refused,
+        WorkerError::LeaseTooShort { lease, request_timeout }
+            if lease == Duration::from_secs(19) && request_timeout == Duration::from_secs(10)
+    ));
+    assert!(DeliveryWorker::new(MemoryQueue::new(), with(20, 10)).is_ok());
 }
 
 #[tokio::test]
