@@ -53,6 +53,9 @@ impl Destination {
         if s.chars().any(|c| c.is_whitespace() || c.is_control()) {
             return Err(DestinationError::Whitespace);
         }
+        if !names_its_host(s) {
+            return Err(DestinationError::NotHttpUrl);
+        }
         let url = Url::parse(s).map_err(|_| DestinationError::NotHttpUrl)?;
         if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none_or(str::is_empty) {
             return Err(DestinationError::NotHttpUrl);
@@ -113,6 +116,15 @@ impl fmt::Display for Destination {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)
     }
+}
+
+/// Whether `s` writes its scheme's `//` with a host right after it. A WHATWG parser repairs
+/// `http:///path`, `https:example.com` and `https:\\example.com` into URLs with a host that was
+/// not written as one (`http://path/`): such text is refused rather than sent somewhere else.
+pub(crate) fn names_its_host(s: &str) -> bool {
+    s.split_once(':')
+        .and_then(|(_, rest)| rest.strip_prefix("//"))
+        .is_some_and(|rest| !rest.is_empty() && !rest.starts_with(['/', '\\', '?', '#']))
 }
 
 impl fmt::Debug for Destination {
@@ -181,6 +193,25 @@ mod tests {
         assert_eq!(
             Destination::parse("https://SHO.RT:443/abc", &b),
             Err(DestinationError::Loop)
+        );
+        // What a WHATWG parser would repair into another host than the one written.
+        for repaired in [
+            "http:///path",
+            "https:example.com/a",
+            "https:/example.com/a",
+            "https:\\\\example.com\\a",
+            "https://\\example.com",
+            "https://?q",
+        ] {
+            assert_eq!(
+                Destination::parse(repaired, &b),
+                Err(DestinationError::NotHttpUrl),
+                "{repaired}"
+            );
+        }
+        assert_eq!(
+            Destination::parse("HTTPS://Example.COM/A", &b).unwrap().as_str(),
+            "https://example.com/A"
         );
         let long = format!("https://x.com/{}", "a".repeat(MAX_DESTINATION_LEN));
         assert_eq!(

@@ -8,6 +8,7 @@ use base64::engine::general_purpose::STANDARD;
 use rand::RngCore;
 use url::{Host, Url};
 
+use crate::destination::names_its_host;
 use crate::{EventKind, MessageId, Timestamp, WebhookId, WorkspaceId};
 
 /// An endpoint is disabled after this many deliveries in a row end `failed`.
@@ -89,6 +90,9 @@ impl WebhookTarget {
         }
         if s.chars().any(|c| c.is_whitespace() || c.is_control()) {
             return Err(WebhookTargetError::Whitespace);
+        }
+        if !names_its_host(s) {
+            return Err(WebhookTargetError::NotHttpUrl);
         }
         let url = Url::parse(s).map_err(|_| WebhookTargetError::NotHttpUrl)?;
         if !matches!(url.scheme(), "http" | "https") || url.host().is_none() {
@@ -393,6 +397,17 @@ mod tests {
             );
         }
         assert!(WebhookTarget::parse("https://hooks.example.com/in", false).is_ok());
+    }
+
+    #[test]
+    fn targets_a_parser_would_repair_into_another_host_are_refused() {
+        for s in ["https:///in", "https:hooks.example.com/in", "https:\\\\hooks.example.com"] {
+            assert_eq!(
+                WebhookTarget::parse(s, true),
+                Err(WebhookTargetError::NotHttpUrl),
+                "{s}"
+            );
+        }
     }
 
     #[test]
