@@ -10,15 +10,18 @@ pub const MAX_SLUG_LEN: usize = 64;
 /// Length of generated slugs: 62^7 ≈ 3.5 × 10^12 codes, so collisions are rare and retried.
 pub const GENERATED_SLUG_LEN: usize = 7;
 
-/// Paths the service answers itself, or may answer in future, so no link may take them.
-/// Compared case-insensitively. Entries with a `.` can never be slugs anyway (the alphabet has no
-/// dot) and are listed so this stays the full list of reserved first path segments.
+/// Paths the service answers itself, or may answer in future, so no link may take them, and
+/// `bulk`, the one fixed name beside `/api/v1/links/{idOrShortCode}` (its route would take a link
+/// of that code from the API). Compared case-insensitively. Entries with a `.` can never be slugs
+/// anyway (the alphabet has no dot) and are listed so this stays the full list of reserved first
+/// path segments.
 pub const RESERVED_SLUGS: &[&str] = &[
     ".well-known",
     "admin",
     "api",
     "app",
     "assets",
+    "bulk",
     "dashboard",
     "docs",
     "favicon.ico",
@@ -144,6 +147,7 @@ mod tests {
     #[test]
     fn reserved_paths_are_refused_in_any_case() {
         assert_eq!(Slug::parse("api"), Err(SlugError::Reserved("api".into())));
+        assert_eq!(Slug::parse("Bulk"), Err(SlugError::Reserved("Bulk".into())));
         assert_eq!(
             Slug::parse("HealthZ"),
             Err(SlugError::Reserved("HealthZ".into()))
