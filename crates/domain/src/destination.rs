@@ -210,7 +210,9 @@ mod tests {
             );
         }
         assert_eq!(
-            Destination::parse("HTTPS://Example.COM/A", &b).unwrap().as_str(),
+            Destination::parse("HTTPS://Example.COM/A", &b)
+                .unwrap()
+                .as_str(),
             "https://example.com/A"
         );
         let long = format!("https://x.com/{}", "a".repeat(MAX_DESTINATION_LEN));

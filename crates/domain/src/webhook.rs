@@ -401,7 +401,11 @@ mod tests {
 
     #[test]
     fn targets_a_parser_would_repair_into_another_host_are_refused() {
-        for s in ["https:///in", "https:hooks.example.com/in", "https:\\\\hooks.example.com"] {
+        for s in [
+            "https:///in",
+            "https:hooks.example.com/in",
+            "https:\\\\hooks.example.com",
+        ] {
             assert_eq!(
                 WebhookTarget::parse(s, true),
                 Err(WebhookTargetError::NotHttpUrl),

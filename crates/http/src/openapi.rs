@@ -262,7 +262,12 @@ fn own_domain_pattern(base: &BaseUrl) -> String {
 /// `docs/openapi.json` is the document of the default configuration.
 pub fn document(base: &BaseUrl) -> Value {
     let mut doc = serde_json::to_value(ApiDoc::openapi()).unwrap_or_default();
+    // The scheme, `//` and a host (domain's `names_its_host`): no text a parser would repair.
+    let names_its_host = json!({ "pattern": "^[hH][tT][tT][pP][sS]?://[^/\\\\?#]" });
+    doc["components"]["schemas"]["CreateWebhookRequest"]["properties"]["targetUrl"]["allOf"] =
+        json!([names_its_host]);
     let url_rules = json!([
+        names_its_host,
         { "not": { "pattern": own_domain_pattern(base) } },
         // Normalising adds the `/` of an empty path, so a destination of the full length
         // without one is one character too long once stored.
@@ -429,6 +434,43 @@ mod tests {
             pattern,
             "^[hH][tT][tT][pP][sS]?://\\[::1\\]\\.?(:[0-9]*)?([/?#]|$)"
         );
+    }
+
+    /// A value matches exactly one schema of a `oneOf`: each is of another type, or requires a
+    /// property the others do not have (a time series bucket matched a breakdown entry too, whose
+    /// `key` was optional).
+    #[test]
+    fn the_schemas_of_each_one_of_are_told_apart() {
+        let doc = document();
+        let schemas = &doc["components"]["schemas"];
+        fn named<'a>(schemas: &'a Value, r: &'a Value) -> &'a Value {
+            match r["$ref"].as_str() {
+                Some(name) => &schemas[name.trim_start_matches("#/components/schemas/")],
+                None => r,
+            }
+        }
+        let mut checked = 0;
+        for (name, schema) in schemas.as_object().unwrap() {
+            let Some(alternatives) = schema["oneOf"].as_array() else {
+                continue;
+            };
+            for (i, a) in alternatives.iter().enumerate() {
+                for (j, b) in alternatives.iter().enumerate().filter(|(j, _)| *j != i) {
+                    let (a, b) = (named(schemas, a), named(schemas, b));
+                    let required = a["required"].as_array().into_iter().flatten();
+                    let told_apart = a["type"] != b["type"]
+                        || required
+                            .filter_map(Value::as_str)
+                            .any(|field| b["properties"].get(field).is_none());
+                    assert!(
+                        told_apart,
+                        "{name}: alternative {i} also matches {j}'s values"
+                    );
+                }
+            }
+            checked += 1;
+        }
+        assert!(checked > 0);
     }
 
     /// The limits the attributes state as numbers are the domain's and the API's constants.

@@ -144,7 +144,9 @@ impl From<&Tally<Zoned>> for Bucket {
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Group {
-    /// The value (a country code, a browser family, a link id, …); null for unknown.
+    /// The value (a country code, a browser family, a link id, …); null for unknown. Always
+    /// present, which tells an entry from a time series bucket.
+    #[schema(required = true)]
     key: Option<String>,
     clicks: u64,
     unique_visitors: u64,

@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use shortlink_domain::{DeliveryState, MessageId, NextStep};
 use shortlink_webhooks::{
-    DEFAULT_TOLERANCE, DeliveryWorker, HEADER_ID, RetrySchedule, WakeHandle, WorkerConfig, WorkerError,
-    verify,
+    DEFAULT_TOLERANCE, DeliveryWorker, HEADER_ID, RetrySchedule, WakeHandle, WorkerConfig,
+    WorkerError, verify,
 };
 use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinHandle;
