@@ -18,7 +18,7 @@ use crate::cache::{Cached, LinkCache};
 use crate::clicks::{ClickCounter, FlushObserver};
 use crate::create::LinkCreator;
 use crate::enrich::Enricher;
-use crate::outage::Outage;
+use crate::outage::{Ask, Outage};
 use crate::passwords::WrongAttempts;
 use crate::{Clock, ServiceError};
 
@@ -185,31 +185,58 @@ impl Service {
         if !Slug::could_be(code) {
             return Ok(None);
         }
-        let outage = &self.inner.outage;
-        if outage.is_down() {
-            return self.stale(code, unavailable());
-        }
-        let began = cache.read_begins(code);
-        let found = match store.resolve(self.domain(), code).await {
-            Ok(found) => found,
-            Err(e) if e.is_unavailable() => {
-                outage.went_down();
-                return self.stale(code, e);
+        match self.inner.outage.ask() {
+            Ask::Database => match self.look_up(code).await {
+                Err(e) if e.is_unavailable() => self.stale(code, e),
+                found => Ok(found?),
+            },
+            Ask::Memory { probe } => {
+                if probe {
+                    self.probe(code);
+                }
+                self.stale(code, unavailable())
             }
-            Err(e) => return Err(e.into()),
-        };
+        }
+    }
+
+    /// Reads `code`'s link from the database and caches the answer; tells the outage whether
+    /// the database answered.
+    async fn look_up(&self, code: &str) -> Result<Option<Arc<RedirectTarget>>, StorageError> {
+        let (cache, outage) = (&self.inner.cache, &self.inner.outage);
+        let began = cache.read_begins(code);
+        let found = self
+            .inner
+            .store
+            .resolve(self.domain(), code)
+            .await
+            .inspect_err(|e| {
+                if e.is_unavailable() {
+                    outage.went_down();
+                }
+            })?;
         outage.came_up();
-        match found {
+        Ok(match found {
             Some(target) => {
                 let target = Arc::new(target);
                 cache.insert(code, target.clone(), began);
-                Ok(Some(target))
+                Some(target)
             }
             None => {
                 cache.insert_absent(code, began);
-                Ok(None)
+                None
             }
-        }
+        })
+    }
+
+    /// Looks `code` up in the background during an outage, while lookups answer from memory:
+    /// the database's answer ends the outage (and caches the link afresh).
+    fn probe(&self, code: &str) {
+        let service = self.clone();
+        let code = code.to_owned();
+        tokio::spawn(async move {
+            // The outage has the answer; the code's visitor was answered from memory.
+            let _ = service.look_up(&code).await;
+        });
     }
 
     /// The link `code` had when the database last answered, or `error` (stale-if-error).

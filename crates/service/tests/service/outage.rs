@@ -122,6 +122,16 @@ async fn a_frozen_database_fails_fast_and_links_seen_keep_redirecting() {
     assert!(started.elapsed() < ANSWER_WITHIN, "{:?}", started.elapsed());
     // Any other use of the database fails within its bound rather than hanging.
     fails_within_its_bound(store, acme).await;
+    // Past the probe interval, lookups still answer at once, many at a time: one of them sends
+    // a probe to the database, in the background, and none waits for it.
+    tokio::time::sleep(PROBE_EVERY).await;
+    let started = Instant::now();
+    let lookups = (0..8).map(|_| destination(service, "seen"));
+    for answer in futures_util::future::join_all(lookups).await {
+        assert_eq!(answer, seen);
+    }
+    assert!(is_unavailable(service.resolve("unseen").await));
+    assert!(started.elapsed() < ANSWER_WITHIN, "{:?}", started.elapsed());
 
     // The network comes back: within a probe interval, lookups reach the database again.
     proxy.set(Fault::None);
