@@ -15,7 +15,7 @@ use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use redis::aio::ConnectionManager;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use shortlink_domain::{RateLimit, WorkspaceId};
 use tokio::sync::OnceCell;
 
@@ -98,7 +98,7 @@ impl RedisRateLimiter {
     /// would then pass.
     async fn connection(&self) -> Result<ConnectionManager, String> {
         let connect = self.connection.get_or_try_init(|| async {
-            let manager = ConnectionManager::new(self.client.clone());
+            let manager = ConnectionManager::new_with_config(self.client.clone(), reconnecting());
             match &self.runtime {
                 Some(runtime) => runtime.spawn(manager).await.map_err(|e| e.to_string())?,
                 None => manager.await,
@@ -183,6 +183,20 @@ impl RedisRateLimiter {
             }
         }
     }
+}
+
+/// How the connection reconnects once Redis went away: about once a second, a few times, then
+/// again on the next check's demand, so sharing resumes within a second or two of Redis coming
+/// back. The crate's default waits about a second, then a minute or more between tries (its
+/// factor of 100 multiplies a delay that starts at a second), and every check meanwhile waited
+/// out [`ANSWER_WITHIN`] on the pending reconnection.
+fn reconnecting() -> ConnectionManagerConfig {
+    let delay = u64::try_from(RETRY_AFTER.as_millis()).unwrap_or(1000);
+    ConnectionManagerConfig::new()
+        .set_factor(1)
+        .set_max_delay(delay)
+        .set_number_of_retries(3)
+        .set_connection_timeout(ANSWER_WITHIN)
 }
 
 impl RateLimiter for RedisRateLimiter {
