@@ -18,6 +18,7 @@ crate::helpers::on_both_backends_behind_a_proxy!(
     an_expired_link_answers_410_or_its_expired_url,
     max_clicks_lets_exactly_that_many_through,
     passwords_unlock_count_the_click_and_have_a_budget,
+    a_password_form_keeps_the_referrer_of_the_visit,
     targeting_follows_the_system_then_the_country,
     crawlers_get_an_escaped_preview_and_browsers_the_redirect,
     each_redirect_type_answers_its_status,
@@ -376,6 +377,51 @@ async fn max_clicks_lets_exactly_that_many_through(app: TestApp) {
     .await;
     assert_eq!(browse(&app, &code, LONDON, DESKTOP).await.status(), 302);
     assert_eq!(browse(&app, &code, LONDON, DESKTOP).await.status(), 410);
+}
+
+async fn a_password_form_keeps_the_referrer_of_the_visit(app: TestApp) {
+    app.create_link(&json!({
+        "destination": "https://example.com/kept", "customSlug": "shared",
+        "password": "open sesame",
+    }))
+    .await;
+    let from = "https://news.example/story?id=1&ref=\"home\"";
+    let request = (app.client.get(app.url("/shared")))
+        .header("X-Forwarded-For", LONDON)
+        .header("User-Agent", DESKTOP)
+        .header("Referer", from);
+    let form = send(request).await.text().await.unwrap_or_default();
+    let field = "<input type=\"hidden\" name=\"referrer\" \
+                 value=\"https://news.example/story?id=1&amp;ref=&quot;home&quot;\">";
+    assert!(form.contains(field), "{form}");
+
+    // The form's POST carries it back; its own Referer (the form, where a browser sends one at
+    // all) is not the visit's.
+    let wrong = [("password", "guess"), ("referrer", from)];
+    let request = (app.client.post(app.url("/shared")))
+        .header("X-Forwarded-For", LONDON)
+        .header("User-Agent", DESKTOP)
+        .header("Referer", app.url("/shared"))
+        .form(&wrong);
+    let again = send(request).await;
+    assert_eq!(again.status(), 403);
+    assert!(again.text().await.unwrap_or_default().contains(field));
+    let right = [("password", "open sesame"), ("referrer", from)];
+    let request = (app.client.post(app.url("/shared")))
+        .header("X-Forwarded-For", LONDON)
+        .header("User-Agent", DESKTOP)
+        .header("Referer", app.url("/shared"))
+        .form(&right);
+    assert_eq!(send(request).await.status(), 302);
+    assert_eq!(app.wait_for_clicks("shared", 1).await, 1);
+    let res = app
+        .get("/analytics/export?format=ndjson&linkId=shared")
+        .await;
+    let event: Value = serde_json::from_str(&res.text().await.unwrap_or_default()).unwrap();
+    assert_eq!(
+        (&event["referrer"], &event["referrerUrl"]),
+        (&json!("news.example"), &json!(from))
+    );
 }
 
 async fn passwords_unlock_count_the_click_and_have_a_budget(app: TestApp) {

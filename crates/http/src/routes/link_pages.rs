@@ -20,7 +20,7 @@ use shortlink_domain::{RedirectRules, RedirectType, Timestamp, Visit};
 use shortlink_service::{Route, Unlock, Visitor};
 use shortlink_storage::RedirectTarget;
 
-use super::redirect::{agent, header_text};
+use super::redirect::{agent, bounded, header_text};
 use crate::client::client_address;
 use crate::error::ApiError;
 use crate::negotiation::{accepted, is_json};
@@ -43,8 +43,9 @@ static CSP: LazyLock<String> = LazyLock::new(|| {
     )
 });
 
-/// Largest password form accepted.
-const MAX_FORM_BYTES: usize = 4096;
+/// Largest password form accepted: a password and the referrer the form carries (up to 2,048
+/// characters, percent-encoded at up to three bytes each).
+const MAX_FORM_BYTES: usize = 8192;
 
 /// Answers a request for a link with rules: GET and HEAD follow them; POST (only for a link with
 /// a password: `redirect` answers 405 otherwise) is the password form's submission.
@@ -58,11 +59,16 @@ pub(crate) async fn follow_rules(
     let address = client_address(state, req);
     let post = req.method() == Method::POST;
     let mut unlocked = false;
+    // The visit's referrer: a POST's is the form's page, which sends none (`no-referrer`), so
+    // the form carries the one its page was reached from.
     // A POST without a password is no attempt (a browser's form cannot send it: the field is
     // required): the route below answers it, with the form again, or the link's expiry.
-    let attempt = match post {
-        true => password_of(state, req, payload).await?,
-        false => None,
+    let (attempt, referrer) = match post {
+        true => {
+            let form = read_form(state, req, payload).await?;
+            (form.password, form.referrer)
+        }
+        false => (None, header_text(req, header::REFERER)),
     };
     let no_password = post && attempt.is_none();
     if let Some(attempt) = attempt {
@@ -78,12 +84,14 @@ pub(crate) async fn follow_rules(
                 return Ok(password_page(
                     StatusCode::FORBIDDEN,
                     Some("That password is not right."),
+                    referrer.as_deref(),
                 ));
             }
             Unlock::TooMany(wait) => {
                 let mut page = password_page(
                     StatusCode::TOO_MANY_REQUESTS,
                     Some("Too many wrong passwords. Try again later."),
+                    referrer.as_deref(),
                 );
                 let retry = header::HeaderValue::from(crate::ratelimit::ceil_secs(wait).max(1));
                 page.headers_mut().insert(header::RETRY_AFTER, retry);
@@ -124,8 +132,9 @@ pub(crate) async fn follow_rules(
         Route::Password if no_password => Ok(password_page(
             StatusCode::BAD_REQUEST,
             Some("Enter the password."),
+            referrer.as_deref(),
         )),
-        Route::Password => Ok(password_page(StatusCode::OK, None)),
+        Route::Password => Ok(password_page(StatusCode::OK, None, referrer.as_deref())),
         Route::Preview => Ok(preview_page(rules, link.destination.as_str())),
         Route::Redirect {
             to,
@@ -136,7 +145,7 @@ pub(crate) async fn follow_rules(
                 state.service.record_click(link, || Visit {
                     timestamp: Timestamp::now(),
                     address: Some(address),
-                    referrer: header_text(req, header::REFERER),
+                    referrer,
                     user_agent: agent.text,
                 });
             }
@@ -167,14 +176,40 @@ fn wants_json(req: &HttpRequest) -> bool {
     accepted(req, is_json) > Quality::ZERO && accepted(req, html) == Quality::ZERO
 }
 
-/// The `password` field of the form's body (`application/x-www-form-urlencoded`); `None` when
-/// it is missing or empty. A body declared larger than the form's bound is refused before it is
-/// read, rather than waited for.
-async fn password_of(
+/// The password form's fields, each `None` when missing or empty.
+#[derive(Debug, Default, PartialEq)]
+struct PasswordForm {
+    password: Option<String>,
+    /// The `Referer` the form's page was reached with, as the redirect keeps one: at most its
+    /// bound in characters; none with a control character (no header could carry one).
+    referrer: Option<String>,
+}
+
+impl PasswordForm {
+    /// The fields of a body in `application/x-www-form-urlencoded`.
+    fn parse(body: &[u8]) -> Self {
+        let mut form = Self::default();
+        for (name, value) in form_urlencoded::parse(body) {
+            match &*name {
+                _ if value.is_empty() => {}
+                "password" => form.password = Some(value.into_owned()),
+                "referrer" if !value.chars().any(char::is_control) => {
+                    form.referrer = Some(bounded(&value).to_owned());
+                }
+                _ => {}
+            }
+        }
+        form
+    }
+}
+
+/// The password form's body. A body declared larger than the form's bound is refused before it
+/// is read, rather than waited for.
+async fn read_form(
     state: &AppState,
     req: &HttpRequest,
     mut payload: Payload,
-) -> Result<Option<String>, ApiError> {
+) -> Result<PasswordForm, ApiError> {
     let declared = req
         .headers()
         .get(header::CONTENT_LENGTH)
@@ -197,10 +232,7 @@ async fn password_of(
     let body = tokio::time::timeout(timeout, read)
         .await
         .map_err(|_| ApiError::RequestTimeout(timeout.as_secs()))??;
-    Ok(form_urlencoded::parse(&body)
-        .find(|(name, _)| name == "password")
-        .map(|(_, value)| value.into_owned())
-        .filter(|password| !password.is_empty()))
+    Ok(PasswordForm::parse(&body))
 }
 
 /// A page: `<head>` with `head` extra, `body` as given (already escaped).
@@ -225,13 +257,20 @@ fn page(status: StatusCode, title: &str, body: &str) -> HttpResponse {
     page_with_head(status, title, "", body)
 }
 
-/// The password form; it posts to the page itself (the same path and query).
-fn password_page(status: StatusCode, error: Option<&str>) -> HttpResponse {
+/// The password form; it posts to the page itself (the same path and query), with the visit's
+/// `referrer`.
+fn password_page(status: StatusCode, error: Option<&str>, referrer: Option<&str>) -> HttpResponse {
     let error = error.map_or(String::new(), |e| {
         format!("<p class=\"error\" role=\"alert\">{}</p>", text(e))
     });
+    let referrer = referrer.map_or(String::new(), |r| {
+        format!(
+            "<input type=\"hidden\" name=\"referrer\" value=\"{}\">",
+            attr(r)
+        )
+    });
     let body = format!(
-        "<h1>This link is protected</h1>{error}<form method=\"post\">\
+        "<h1>This link is protected</h1>{error}<form method=\"post\">{referrer}\
          <label for=\"password\">Password</label> \
          <input id=\"password\" name=\"password\" type=\"password\" required autofocus \
          autocomplete=\"current-password\"> <button type=\"submit\">Continue</button></form>"
@@ -280,4 +319,24 @@ fn preview_page(rules: &RedirectRules, destination: &str) -> HttpResponse {
         text(destination)
     );
     page_with_head(StatusCode::OK, title, &head, &body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_form_keeps_a_referrer_a_header_could_carry() {
+        let form = PasswordForm::parse(b"password=open+sesame&referrer=https%3A%2F%2Fa.example%2F");
+        assert_eq!(form.password.as_deref(), Some("open sesame"));
+        assert_eq!(form.referrer.as_deref(), Some("https://a.example/"));
+        let long = format!("referrer={}", "r".repeat(3000));
+        let kept = PasswordForm::parse(long.as_bytes()).referrer.unwrap();
+        assert_eq!(kept.len(), shortlink_analytics::MAX_REFERRER_URL);
+        assert_eq!(
+            PasswordForm::parse(b"password=&referrer=https%3A%2F%2Fa.example%2F%0D%0Ax"),
+            PasswordForm::default(),
+            "an empty password and a referrer with a line break are none"
+        );
+    }
 }

@@ -154,7 +154,7 @@ fn header_str(req: &HttpRequest, name: header::HeaderName) -> Option<Cow<'_, str
 
 /// The first [`MAX_HEADER_TEXT`] characters of a header's text. A value of no more bytes than
 /// that, which is nearly every one, is whole without counting its characters.
-fn bounded(value: &str) -> &str {
+pub(super) fn bounded(value: &str) -> &str {
     if value.len() <= MAX_HEADER_TEXT {
         return value;
     }
