@@ -101,7 +101,20 @@ fn floor(at: &Zoned, interval: Interval) -> Result<Zoned, jiff::Error> {
 
 fn next(at: &Zoned, interval: Interval) -> Result<Zoned, jiff::Error> {
     match interval {
-        Interval::Hour => at.checked_add(1.hour()),
+        // The start of the first local hour after `at`'s: where the offset moves by half an
+        // hour (Lord Howe), an hour added to a local hour's start is no local hour's start, and
+        // where it falls back by half an hour, the local hour an hour later may be `at`'s own
+        // (which then lasts an hour and a half).
+        Interval::Hour => {
+            let mut later = at.checked_add(1.hour())?;
+            loop {
+                let floored = floor(&later, Interval::Hour)?;
+                if floored > *at {
+                    return Ok(floored);
+                }
+                later = later.checked_add(1.hour())?;
+            }
+        }
         Interval::Day => at.checked_add(1.day())?.start_of_day(),
         Interval::Week => at.checked_add(1.week())?.start_of_day(),
         Interval::Month => at.checked_add(1.month())?.start_of_day(),
@@ -179,6 +192,36 @@ mod tests {
         )
         .expect("buckets");
         assert_eq!(hours.len(), 23);
+    }
+
+    #[test]
+    fn hours_start_on_local_hours_across_half_hour_changes() {
+        let lord_howe = time_zone("Australia/Lord_Howe").expect("a zone");
+        let hours = |start: &str, end: &str| {
+            let starts = buckets(ms(start), ms(end), Interval::Hour, &lord_howe).expect("buckets");
+            starts.iter().map(rfc).collect::<Vec<_>>()
+        };
+        // Back from +11:00 to +10:30 at 02:00: the half hour from 01:30 comes twice, and the
+        // local hour 01:00 lasts an hour and a half.
+        assert_eq!(
+            hours("2026-04-04T13:00:00Z", "2026-04-04T17:00:00Z"),
+            [
+                "2026-04-05T00:00:00+11:00",
+                "2026-04-05T01:00:00+11:00",
+                "2026-04-05T02:00:00+10:30",
+                "2026-04-05T03:00:00+10:30",
+            ]
+        );
+        // Forward from +10:30 to +11:00 at 02:00: local 02:00 to 02:30 never happens.
+        assert_eq!(
+            hours("2026-10-03T13:30:00Z", "2026-10-03T17:00:00Z"),
+            [
+                "2026-10-04T00:00:00+10:30",
+                "2026-10-04T01:00:00+10:30",
+                "2026-10-04T02:30:00+11:00",
+                "2026-10-04T03:00:00+11:00",
+            ]
+        );
     }
 
     #[test]
@@ -298,9 +341,9 @@ mod tests {
             start in proptest::num::i64::ANY,
             length in 0i64..100_000_000_000,
             interval in 0usize..4,
-            zone in 0usize..4,
+            zone in 0usize..5,
         ) {
-            let zone = ["UTC", "Europe/London", "Asia/Kolkata", "America/St_Johns"][zone];
+            let zone = ["UTC", "Europe/London", "Asia/Kolkata", "America/St_Johns", "Australia/Lord_Howe"][zone];
             let interval = [Interval::Hour, Interval::Day, Interval::Week, Interval::Month][interval];
             let zone = time_zone(zone).expect("a zone");
             if let Ok(starts) = buckets(start, start.saturating_add(length), interval, &zone) {
