@@ -347,6 +347,10 @@ pub(crate) const EXPORT_JOINS_LINKS: bool = true;
 /// How the flush's event insert begins (see the SQLite one, which has a reason to differ).
 pub(crate) const INSERT_EVENTS: &str = "INSERT INTO";
 
+/// What makes an ordering of text compare bytes, whatever collation the database was created
+/// with (en_US and ICU ones order punctuation and case otherwise).
+pub(crate) const IN_BYTE_ORDER: &str = " COLLATE \"C\"";
+
 /// Loads a query's rows (see the SQLite one, which has a reason to differ).
 pub(crate) fn load_rows<'a, Q, U>(
     c: &'a mut Conn,

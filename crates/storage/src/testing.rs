@@ -65,6 +65,12 @@ impl TestDatabase {
     /// test name) when the variable is not set. Panics when it is set but the server cannot be
     /// reached: CI sets it, and there an unreachable server must fail the run, not skip.
     pub async fn postgres(test: &str) -> Option<Self> {
+        Self::postgres_with(test, "").await
+    }
+
+    /// [`TestDatabase::postgres`], created with `options` after `CREATE DATABASE name` (a
+    /// collation, say).
+    pub async fn postgres_with(test: &str, options: &str) -> Option<Self> {
         let Ok(admin_url) = std::env::var(TEST_POSTGRES_URL) else {
             // Written to the process's stderr directly, past the test harness's capture, so a
             // skip is never silent.
@@ -78,7 +84,7 @@ impl TestDatabase {
             "shortlink_test_{}",
             ulid::Ulid::new().to_string().to_lowercase()
         );
-        admin(&admin_url, &format!("CREATE DATABASE {name}")).await;
+        admin(&admin_url, &format!("CREATE DATABASE {name} {options}")).await;
         let url = with_database(&admin_url, &name);
         Some(Self {
             url,

@@ -17,14 +17,15 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use diesel::dsl::{count, count_star};
-use diesel::expression::BoxableExpression;
+use diesel::expression::{AppearsOnTable, BoxableExpression, ValidGrouping};
 use diesel::prelude::*;
+use diesel::query_builder::{AstPass, QueryFragment};
 use diesel::sql_types::Bool;
 use diesel_async::RunQueryDsl;
 use shortlink_domain::Timestamp;
 
 use super::rollups::{TOTAL, rolled_up_as, rolled_up_days, rolled_up_values, usable_days};
-use super::{Backend, Conn, EXPORT_JOINS_LINKS, insert_event_rows, load_rows};
+use super::{Backend, Conn, EXPORT_JOINS_LINKS, IN_BYTE_ORDER, insert_event_rows, load_rows};
 use crate::StorageError;
 use crate::model::{ClickBatch, DAY, Dimension, EventFilter, ExportedEvent, Tally};
 use crate::schema::{analytics_secret, click_events as events, links};
@@ -266,12 +267,38 @@ macro_rules! grouped {
             .order((
                 count_star().desc(),
                 $column.nullable().is_null().asc(),
-                $column.nullable().asc(),
+                InByteOrder($column.nullable()).asc(),
             ))
             .limit($limit)
             .load::<(Option<String>, i64, i64)>($c)
             .await?
     };
+}
+
+/// `E`, ordered by its bytes whatever the database's collation: in the order an answer from
+/// rollups is sorted in (Rust's `str` order), so ties, and which of them a `limit` keeps, are
+/// the same whether or not the days are rolled up.
+#[derive(Debug, Clone, Copy, diesel::query_builder::QueryId)]
+struct InByteOrder<E>(E);
+
+impl<E: Expression> Expression for InByteOrder<E> {
+    type SqlType = E::SqlType;
+}
+
+impl<E: QueryFragment<Backend>> QueryFragment<Backend> for InByteOrder<E> {
+    fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, Backend>) -> QueryResult<()> {
+        self.0.walk_ast(out.reborrow())?;
+        out.push_sql(IN_BYTE_ORDER);
+        Ok(())
+    }
+}
+
+impl<E: AppearsOnTable<QS>, QS> AppearsOnTable<QS> for InByteOrder<E> {}
+
+impl<E: SelectableExpression<QS>, QS> SelectableExpression<QS> for InByteOrder<E> {}
+
+impl<E: ValidGrouping<GB>, GB> ValidGrouping<GB> for InByteOrder<E> {
+    type IsAggregate = E::IsAggregate;
 }
 
 /// The events `filter` selects within `ranges` by `dimension` (not `links`), at most `limit`

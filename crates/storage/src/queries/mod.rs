@@ -20,8 +20,8 @@ mod webhooks;
 mod workspaces;
 
 pub(crate) use super::{
-    Conn, Creation, EXPORT_JOINS_LINKS, INSERT_EVENTS, announce, begin_creation, count_clicks,
-    exclude_delivery_writers, insert_attempts, insert_deliveries, insert_event_rows,
+    Conn, Creation, EXPORT_JOINS_LINKS, IN_BYTE_ORDER, INSERT_EVENTS, announce, begin_creation,
+    count_clicks, exclude_delivery_writers, insert_attempts, insert_deliveries, insert_event_rows,
     insert_new_links, insert_rollup_rows, load_rows, lock_due, lock_endpoint, lock_link,
     lock_subscribed, write_transaction,
 };

@@ -306,6 +306,9 @@ pub(crate) const EXPORT_JOINS_LINKS: bool = false;
 /// flush's transaction is rolled back whole on any error, so no partial statement survives.
 pub(crate) const INSERT_EVENTS: &str = "INSERT OR FAIL INTO";
 
+/// See the PostgreSQL one: SQLite's default collation (`BINARY`) compares bytes already.
+pub(crate) const IN_BYTE_ORDER: &str = "";
+
 /// Loads a query's rows on the synchronous connection, which reads each row straight into its
 /// values: diesel-async's wrapper first copies every value of every row (`sqlite3_value_dup`),
 /// which was a sixth of an export's CPU.

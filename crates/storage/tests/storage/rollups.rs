@@ -105,6 +105,65 @@ fn key(s: &str) -> Option<String> {
     Some(s.to_owned())
 }
 
+/// Ties in a breakdown fall in byte order, and a `limit` keeps the same of them, whether or not
+/// their days are rolled up: on a PostgreSQL database created with a locale's collation too,
+/// which orders punctuation and case otherwise.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ties_fall_in_byte_order_whatever_the_collation() {
+    let test = concat!(
+        module_path!(),
+        "::ties_fall_in_byte_order_whatever_the_collation"
+    );
+    let icu = "TEMPLATE template0 LOCALE_PROVIDER icu ICU_LOCALE 'en-US' LOCALE 'C.UTF-8'";
+    let mut dbs = vec![TestDatabase::sqlite()];
+    dbs.extend(TestDatabase::postgres_with(test, icu).await);
+    for db in dbs {
+        let store = db.store().await;
+        let today = Timestamp::now().unix_millis().div_euclid(DAY) * DAY;
+        let ws = workspace(&store, "tied").await;
+        let link = create(&store, new_link(&ws, None, "https://example.com/t")).await;
+        let referrers = [
+            "alpha.example",
+            "[2001:db8::1]",
+            "Zeta.example",
+            "192.168.0.1",
+        ];
+        let plan: Vec<Click> = (0..)
+            .zip(referrers)
+            .map(|(n, referrer)| Click {
+                link: &link,
+                at: today - DAY + n * HOUR,
+                visitor: n,
+                country: None,
+                device: "desktop",
+                referrer,
+            })
+            .collect();
+        record(&store, &plan).await;
+        let yesterday = between(&ws, today - DAY, today);
+        let in_byte_order = [
+            "192.168.0.1",
+            "Zeta.example",
+            "[2001:db8::1]",
+            "alpha.example",
+        ];
+        for rolled_up in [false, true] {
+            if rolled_up {
+                let upkeep_now = Timestamp::from_unix_millis(today + 2 * HOUR);
+                assert_eq!(store.roll_up_analytics(upkeep_now, None).await.unwrap(), 1);
+            }
+            for limit in 1..=4 {
+                let tallies = (store.analytics_breakdown(&yesterday, Dimension::Referrer, limit))
+                    .await
+                    .unwrap();
+                let keys: Vec<_> = tallies.into_iter().filter_map(|t| t.key).collect();
+                let wanted = &in_byte_order[..usize::try_from(limit).unwrap()];
+                assert_eq!(keys, wanted, "{:?}, rolled up: {rolled_up}", db.kind);
+            }
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rollups_answer_as_the_events_do() {
     let test = concat!(module_path!(), "::rollups_answer_as_the_events_do");
