@@ -1,6 +1,6 @@
 //! The referrer of a click: the `Referer` header's host, or [`DIRECT`] without one.
 
-use url::Url;
+use url::{Host, Url};
 
 /// The referrer of a click without a (usable) `Referer`.
 pub const DIRECT: &str = "(direct)";
@@ -17,10 +17,20 @@ pub struct Referrer {
     pub url: Option<String>,
 }
 
-/// A host as clicks record it: lower case, without a trailing dot. A filter on the referrer
-/// goes through it too, so `News.Example.` finds `news.example`.
+/// A host as clicks record it: as a URL's host reads once parsed (lower case, an international
+/// name in punycode), without a trailing dot. A filter on the referrer goes through it, so
+/// `News.Example.` finds `news.example` and `bücher.example` finds `xn--bcher-kva.example`;
+/// text that is no host (`(direct)`) is only lower-cased.
 pub fn referrer_host(host: &str) -> String {
-    host.trim_end_matches('.').to_ascii_lowercase()
+    match Host::parse(host) {
+        Ok(parsed) => recorded(&parsed.to_string()),
+        Err(_) => recorded(&host.to_ascii_lowercase()),
+    }
+}
+
+/// A parsed host as clicks record it: without a trailing dot.
+fn recorded(host: &str) -> String {
+    host.trim_end_matches('.').to_owned()
 }
 
 /// The referrer of a click whose `Referer` header is `header`. A header that is not an absolute
@@ -35,7 +45,7 @@ pub fn referrer(header: Option<&str>) -> Referrer {
     };
     let host = Url::parse(header)
         .ok()
-        .and_then(|url| url.host_str().map(referrer_host))
+        .and_then(|url| url.host_str().map(recorded))
         .filter(|h| !h.is_empty())
         .unwrap_or_else(|| DIRECT.into());
     let url = match header.char_indices().nth(MAX_REFERRER_URL) {
@@ -68,6 +78,23 @@ mod tests {
         assert_eq!(referrer(Some("not a url")).host, DIRECT);
         assert_eq!(referrer(Some("about:blank")).host, DIRECT);
         assert_eq!(referrer(Some("android-app://com.slack/")).host, "com.slack");
+    }
+
+    #[test]
+    fn a_filter_names_a_host_as_clicks_record_it() {
+        for (filter, recorded) in [
+            ("News.Example.", "news.example"),
+            ("Bücher.Example", "xn--bcher-kva.example"),
+            ("XN--BCHER-KVA.EXAMPLE.", "xn--bcher-kva.example"),
+            ("[2001:DB8::1]", "[2001:db8::1]"),
+            ("(Direct)", DIRECT),
+        ] {
+            assert_eq!(referrer_host(filter), recorded, "{filter}");
+        }
+        assert_eq!(
+            referrer(Some("https://bücher.example/x")).host,
+            referrer_host("bücher.example")
+        );
     }
 
     #[test]
