@@ -149,7 +149,7 @@ where
     T: serde::Deserialize<'de>,
 {
     serde_path_to_error::deserialize(de).map_err(|e| {
-        let message = describe(e.inner());
+        let message = in_json_terms(describe(e.inner()));
         let text = e.inner().to_string();
         let path = e.path().to_string();
         let field = unknown_field(&text)
@@ -194,6 +194,27 @@ fn describe(e: &serde_json::Error) -> String {
             }
         }
     }
+}
+
+/// serde's message with the Rust integer type it expected (`expected u16`) said as a client
+/// of a JSON API reads it: the integers allowed.
+fn in_json_terms(message: String) -> String {
+    let Some((head, expected)) = message.rsplit_once(", expected ") else {
+        return message;
+    };
+    let range = |min: i128, max: i128| format!("an integer from {min} to {max}");
+    let integers = match expected {
+        "u8" => range(0, u8::MAX.into()),
+        "u16" => range(0, u16::MAX.into()),
+        "u32" => range(0, u32::MAX.into()),
+        "u64" | "usize" => range(0, u64::MAX.into()),
+        "i8" => range(i8::MIN.into(), i8::MAX.into()),
+        "i16" => range(i16::MIN.into(), i16::MAX.into()),
+        "i32" => range(i32::MIN.into(), i32::MAX.into()),
+        "i64" | "isize" => range(i64::MIN.into(), i64::MAX.into()),
+        _ => return message,
+    };
+    format!("{head}, expected {integers}")
 }
 
 fn backticked<'a>(message: &'a str, prefix: &str) -> Option<&'a str> {
@@ -293,6 +314,26 @@ mod tests {
         );
         let e = parse_query::<Item>("destination=x&destination=y").unwrap_err();
         assert_eq!(details(e), vec!["destination"]);
+        #[derive(Debug, Deserialize)]
+        struct Status {
+            #[expect(dead_code, reason = "the field exists to be deserialised")]
+            status: u16,
+        }
+        for (body, said) in [
+            (&br#"{"status": 302.0}"#[..], "floating point `302.0`"),
+            (br#"{"status": -1}"#, "integer `-1`"),
+            (br#"{"status": "302"}"#, "string \"302\""),
+        ] {
+            let e = parse_json::<Status>(body).unwrap_err();
+            let ApiError::Validation { message, .. } = e else {
+                panic!("a validation error")
+            };
+            assert!(message.contains(said), "{message}");
+            assert!(
+                message.ends_with(", expected an integer from 0 to 65535"),
+                "{message}"
+            );
+        }
         let e = parse_json::<Item>(b"{not json").unwrap_err();
         assert!(
             matches!(e, ApiError::Validation { ref message, .. } if message == "request body is not valid JSON")
