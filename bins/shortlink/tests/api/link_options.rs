@@ -397,22 +397,18 @@ async fn a_password_form_keeps_the_referrer_of_the_visit(app: TestApp) {
 
     // The form's POST carries it back; its own Referer (the form, where a browser sends one at
     // all) is not the visit's.
-    let wrong = [("password", "guess"), ("referrer", from)];
-    let request = (app.client.post(app.url("/shared")))
-        .header("X-Forwarded-For", LONDON)
-        .header("User-Agent", DESKTOP)
-        .header("Referer", app.url("/shared"))
-        .form(&wrong);
-    let again = send(request).await;
+    let post = |password: &'static str| {
+        let request = (app.client.post(app.url("/shared")))
+            .header("X-Forwarded-For", LONDON)
+            .header("User-Agent", DESKTOP)
+            .header("Referer", app.url("/shared"))
+            .form(&[("password", password), ("referrer", from)]);
+        send(request)
+    };
+    let again = post("guess").await;
     assert_eq!(again.status(), 403);
     assert!(again.text().await.unwrap_or_default().contains(field));
-    let right = [("password", "open sesame"), ("referrer", from)];
-    let request = (app.client.post(app.url("/shared")))
-        .header("X-Forwarded-For", LONDON)
-        .header("User-Agent", DESKTOP)
-        .header("Referer", app.url("/shared"))
-        .form(&right);
-    assert_eq!(send(request).await.status(), 302);
+    assert_eq!(post("open sesame").await.status(), 302);
     assert_eq!(app.wait_for_clicks("shared", 1).await, 1);
     let res = app
         .get("/analytics/export?format=ndjson&linkId=shared")
