@@ -30,4 +30,5 @@ pub use model::{
     ServerOptions, StoreOptions, Tally,
 };
 pub use pg::changes::{ChangeListener, LISTENER_QUIET_FOR};
-pub use store::{ANSWER_WITHIN, ROLL_UP_AFTER, Store};
+pub use pool::ANSWER_WITHIN;
+pub use store::{ROLL_UP_AFTER, Store};

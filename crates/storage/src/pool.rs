@@ -11,6 +11,10 @@ use futures_util::FutureExt;
 
 use crate::StorageError;
 
+/// How long a PostgreSQL call may take in all before it fails as unavailable: an API request
+/// answers 503 within this (plus its own work) whatever the network does.
+pub const ANSWER_WITHIN: Duration = Duration::from_secs(5);
+
 /// How long a caller waits for a pooled connection, a new connection, or a health check before
 /// the database counts as unavailable (503) rather than the request hanging.
 const POOL_TIMEOUT: Duration = Duration::from_secs(5);

@@ -8,8 +8,9 @@ use futures_util::StreamExt;
 
 use std::time::Duration;
 
+use crate::StorageError;
 use crate::model::Change;
-use crate::{ANSWER_WITHIN, StorageError};
+use crate::pool::ANSWER_WITHIN;
 
 /// The channel.
 const CHANNEL: &str = "shortlink_changes";

@@ -18,13 +18,9 @@ use crate::model::{
 };
 use crate::pg::Postgres;
 use crate::pg::changes::ChangeListener;
-use crate::pool::{self, PgPool};
+use crate::pool::{self, ANSWER_WITHIN, PgPool};
 use crate::sqlite::Sqlite;
 use crate::{StorageError, migrate};
-
-/// How long a PostgreSQL call may take in all before it fails as unavailable: an API request
-/// answers 503 within this (plus its own work) whatever the network does.
-pub const ANSWER_WITHIN: Duration = Duration::from_secs(5);
 
 /// How long after its end a day's analytics are rolled up: clicks reach the database within
 /// seconds of their redirect, and the few that come later (a flush retried after an outage, a
