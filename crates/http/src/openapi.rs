@@ -279,9 +279,12 @@ pub fn document(base: &BaseUrl) -> Value {
     const CONTROL: &str = "\\u0000-\\u001F\\u007F-\\u009F";
     const CONTROL_BUT_LINES: &str = "\\u0000-\\u0009\\u000B\\u000C\\u000E-\\u001F\\u007F-\\u009F";
     let no_control = format!("^[^{CONTROL}]*$");
-    // Not blank: one character that is neither a space nor a control character.
-    let visible = |excluded: &str| format!("^[^{excluded}]*[^\\s{CONTROL}][^{excluded}]*$");
-    let tag = format!("^[^\\s{CONTROL}](?:[^{CONTROL}]*[^\\s{CONTROL}])?$");
+    // Not blank: one character that is neither a space nor a control character. The spaces are
+    // Rust's (Unicode's White_Space, the controls among them left to CONTROL), spelled out: a
+    // pattern's `\s` also takes U+FEFF, which the domain lets through.
+    const SPACE: &str = " \\u00A0\\u1680\\u2000-\\u200A\\u2028\\u2029\\u202F\\u205F\\u3000";
+    let visible = |excluded: &str| format!("^[^{excluded}]*[^{SPACE}{CONTROL}][^{excluded}]*$");
+    let tag = format!("^[^{SPACE}{CONTROL}](?:[^{CONTROL}]*[^{SPACE}{CONTROL}])?$");
     for schema in ["CreateLinkRequest", "UpdateLinkRequest"] {
         let props = &mut doc["components"]["schemas"][schema]["properties"];
         for url in ["destination", "expiredUrl", "ios", "android", "image"] {
@@ -471,6 +474,43 @@ mod tests {
             checked += 1;
         }
         assert!(checked > 0);
+    }
+
+    /// The patterns the document states for option fields accept what the domain's rules accept,
+    /// and nothing else, on the characters where they could part: spaces of every kind, controls,
+    /// line breaks, U+FEFF.
+    #[test]
+    fn the_documented_patterns_are_the_rules() {
+        use shortlink_domain::{Preview, Tag};
+        let doc = document();
+        let props = &doc["components"]["schemas"]["CreateLinkRequest"]["properties"];
+        let pattern = |p: &Value| regex::Regex::new(p.as_str().unwrap()).unwrap();
+        let (tag, title, description) = (
+            pattern(&props["tags"]["items"]["pattern"]),
+            pattern(&props["title"]["pattern"]),
+            pattern(&props["description"]["pattern"]),
+        );
+        let odd = [
+            " ", "\u{a0}", "\u{85}", "\u{2003}", "\u{3000}", "\u{feff}", "\u{200b}", "\t", "\n",
+            "\r", "\u{1}", "\u{7f}", "\u{9f}", "a", "é",
+        ];
+        let mut samples: Vec<String> = Vec::new();
+        for a in odd {
+            samples.push(a.to_owned());
+            for b in odd {
+                samples.push(format!("{a}x{b}"));
+                samples.push(format!("{a}{b}"));
+            }
+        }
+        for s in &samples {
+            assert_eq!(tag.is_match(s), Tag::parse(s).is_ok(), "tag {s:?}");
+            assert_eq!(title.is_match(s), Preview::title(s).is_ok(), "title {s:?}");
+            assert_eq!(
+                description.is_match(s),
+                Preview::description(s).is_ok(),
+                "description {s:?}"
+            );
+        }
     }
 
     /// The limits the attributes state as numbers are the domain's and the API's constants.
