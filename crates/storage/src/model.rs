@@ -328,9 +328,23 @@ impl EventFilter {
             referrer: None,
         }
     }
+
+    /// The value the events must have in `dimension` (never one for `links`: `link` selects a
+    /// link).
+    pub fn value(&self, dimension: Dimension) -> Option<&str> {
+        match dimension {
+            Dimension::Country => self.country.as_deref(),
+            Dimension::City => self.city.as_deref(),
+            Dimension::Device => self.device.as_deref(),
+            Dimension::Browser => self.browser.as_deref(),
+            Dimension::Os => self.os.as_deref(),
+            Dimension::Referrer => self.referrer.as_deref(),
+            Dimension::Link => None,
+        }
+    }
 }
 
-/// What an analytics breakdown groups by.
+/// What an analytics breakdown groups by. A new one joins [`Dimension::ALL`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Dimension {
     /// ISO country code.
@@ -347,6 +361,19 @@ pub enum Dimension {
     Referrer,
     /// The link (its id).
     Link,
+}
+
+impl Dimension {
+    /// Every dimension.
+    pub const ALL: [Dimension; 7] = [
+        Dimension::Country,
+        Dimension::City,
+        Dimension::Device,
+        Dimension::Browser,
+        Dimension::Os,
+        Dimension::Referrer,
+        Dimension::Link,
+    ];
 }
 
 /// Clicks and unique visitors of one group (or of everything).

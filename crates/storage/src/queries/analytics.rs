@@ -120,17 +120,9 @@ fn rollup_scope(filter: &EventFilter) -> Option<(&'static str, Option<&str>)> {
     if filter.link.is_some() {
         return None;
     }
-    let set: Vec<(&'static str, &str)> = [
-        (Dimension::Country, &filter.country),
-        (Dimension::City, &filter.city),
-        (Dimension::Device, &filter.device),
-        (Dimension::Browser, &filter.browser),
-        (Dimension::Os, &filter.os),
-        (Dimension::Referrer, &filter.referrer),
-    ]
-    .into_iter()
-    .filter_map(|(dimension, value)| Some((rolled_up_as(dimension)?, value.as_deref()?)))
-    .collect();
+    let set: Vec<(&'static str, &str)> = (Dimension::ALL.into_iter())
+        .filter_map(|dimension| Some((rolled_up_as(dimension)?, filter.value(dimension)?)))
+        .collect();
     match set.as_slice() {
         [] => Some((TOTAL, None)),
         [(dimension, value)] => Some((dimension, Some(value))),

@@ -169,12 +169,18 @@ pub(crate) async fn day_rollup(c: &mut Conn, day: i64) -> Result<Vec<RollupRow>,
             visitors,
         })
         .collect();
-    rows.extend(day_by!(c, day, Dimension::Country, events::country));
-    rows.extend(day_by!(c, day, Dimension::City, events::city));
-    rows.extend(day_by!(c, day, Dimension::Device, events::device));
-    rows.extend(day_by!(c, day, Dimension::Browser, events::browser));
-    rows.extend(day_by!(c, day, Dimension::Os, events::os));
-    rows.extend(day_by!(c, day, Dimension::Referrer, events::referrer));
+    for dimension in Dimension::ALL {
+        match dimension {
+            Dimension::Country => rows.extend(day_by!(c, day, dimension, events::country)),
+            Dimension::City => rows.extend(day_by!(c, day, dimension, events::city)),
+            Dimension::Device => rows.extend(day_by!(c, day, dimension, events::device)),
+            Dimension::Browser => rows.extend(day_by!(c, day, dimension, events::browser)),
+            Dimension::Os => rows.extend(day_by!(c, day, dimension, events::os)),
+            Dimension::Referrer => rows.extend(day_by!(c, day, dimension, events::referrer)),
+            // No rollup (`rolled_up_as`).
+            Dimension::Link => {}
+        }
+    }
     Ok(rows)
 }
 
