@@ -53,13 +53,10 @@ impl Application {
                 .context("--redis-url is not a usable Redis URL")?;
         }
         let geoip = match &config.geoip_db {
-            Some(path) => {
-                let geoip = Arc::new(GeoIp::open(path)?);
-                reload_on_hangup(geoip.clone());
-                Some(geoip)
-            }
+            Some(path) => Some(Arc::new(GeoIp::open(path)?)),
             None => None,
         };
+        reload_on_hangup(geoip.clone());
         let options = StoreOptions {
             pool: PoolOptions {
                 max_connections: config.max_connections,
@@ -358,8 +355,11 @@ impl StopSignals {
 }
 
 /// Reloads the GeoIP database on every SIGHUP (the databases are updated monthly: replace the
-/// file, then `kill -HUP`), keeping the old one when the new one does not open.
-fn reload_on_hangup(geoip: Arc<GeoIp>) {
+/// file, then `kill -HUP`), keeping the old one when the new one does not open. Without one, a
+/// SIGHUP reloads nothing, and says so: its default action would end the process at once,
+/// without writing the clicks still in memory (a `systemctl reload`, a `kill -HUP` sent to
+/// every server).
+fn reload_on_hangup(geoip: Option<Arc<GeoIp>>) {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};
@@ -369,6 +369,10 @@ fn reload_on_hangup(geoip: Arc<GeoIp>) {
         };
         tokio::spawn(async move {
             while hangups.recv().await.is_some() {
+                let Some(geoip) = &geoip else {
+                    tracing::warn!("SIGHUP: nothing to reload (no --geoip-db)");
+                    continue;
+                };
                 match geoip.reload() {
                     Ok(()) => {
                         tracing::info!(path = %geoip.path().display(), "reloaded the GeoIP database")

@@ -6,7 +6,7 @@ use std::time::Duration;
 use shortlink_storage::testing::TestDatabase;
 use tokio::task::JoinSet;
 
-use crate::helpers::{Api, Server, stored_clicks};
+use crate::helpers::{Api, Server, eventually, stored_clicks};
 
 const CLICKS: usize = 300;
 const CONCURRENCY: usize = 6;
@@ -64,6 +64,36 @@ async fn sigterm_writes_every_pending_click_before_exiting() {
 #[tokio::test]
 async fn sigint_writes_every_pending_click_before_exiting() {
     no_click_is_lost_on("INT").await;
+}
+
+/// A SIGHUP reloads the GeoIP database; without one, it reloads nothing and ends nothing (its
+/// default action would end the process at once, losing the clicks still in memory).
+#[tokio::test]
+async fn sighup_without_a_geoip_database_ends_nothing() {
+    let db = TestDatabase::sqlite();
+    let mut server = Server::start(&db.url, &[]).await;
+    let key = server.first_run_key().await;
+    let api = Api::new(&server, &key);
+    let link = api.create_link("https://example.com/landing").await;
+    let code = link["shortCode"].as_str().expect("shortCode");
+    let id = link["id"].as_str().expect("id").to_owned();
+    let visit = || {
+        let req = api.http.get(format!("{}/{code}", api.base));
+        req.header("user-agent", BROWSER).send()
+    };
+    assert_eq!(visit().await.expect("a redirect").status(), 302);
+    server.signal("HUP");
+    eventually(
+        "the SIGHUP's log line",
+        Duration::from_secs(10),
+        async || server.stderr().contains("nothing to reload").then_some(()),
+    )
+    .await;
+    assert_eq!(visit().await.expect("still serving").status(), 302);
+    server.signal("TERM");
+    let (status, stderr) = server.wait_exit(Duration::from_secs(20)).await;
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    assert_eq!(stored_clicks(&db.store().await, &id).await, 2);
 }
 
 /// A connection to `server` that it has answered once, so that it holds it (one still in the
