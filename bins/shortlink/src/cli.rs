@@ -323,18 +323,20 @@ async fn serve(database_url: String, args: ServeArgs, log_format: LogFormat) -> 
     };
     let app = Application::build(config).await?;
     if let Some(key) = app.first_run_key() {
-        match log_format {
-            LogFormat::Text => eprintln!(
-                "{}",
-                shortlink_server::first_run_banner(key, app.base_url())
-            ),
-            // A log pipeline reading JSON gets one object, not a framed block of text.
-            LogFormat::Json => tracing::warn!(
+        // A log pipeline reading JSON gets one object, not a framed block of text (the banner
+        // after all when `RUST_LOG` filters warnings out: the key is never lost).
+        if log_format == LogFormat::Json && tracing::enabled!(tracing::Level::WARN) {
+            tracing::warn!(
                 workspace = "default",
                 api_key = key,
                 "first run: created workspace 'default' and this API key; it is shown only this \
                  once, keep it"
-            ),
+            );
+        } else {
+            eprintln!(
+                "{}",
+                shortlink_server::first_run_banner(key, app.base_url())
+            );
         }
     }
     tracing::info!(

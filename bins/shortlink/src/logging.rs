@@ -47,7 +47,10 @@ impl Logging {
         } else {
             format!("{wanted},{QUIET_DISPATCHER}")
         };
-        let filter = EnvFilter::try_new(&directives).unwrap_or_else(|_| EnvFilter::new("info"));
+        let filter = EnvFilter::try_new(&directives).unwrap_or_else(|e| {
+            eprintln!("warning: RUST_LOG is not a filter ({e}); logging at info");
+            EnvFilter::new(format!("info,{QUIET_DISPATCHER}"))
+        });
         let builder = tracing_subscriber::fmt()
             .with_env_filter(filter)
             .with_writer(writer);

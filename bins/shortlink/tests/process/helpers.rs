@@ -278,8 +278,18 @@ impl Server {
 
     /// Like [`Server::start`], with `subcommand` (`None`: the default command, no subcommand).
     pub async fn start_command(subcommand: Option<&str>, db: &str, extra: &[String]) -> Self {
+        Self::start_with_env(subcommand, db, extra, &[]).await
+    }
+
+    /// Like [`Server::start_command`], with `env` set (over the `RUST_LOG=warn` it sets).
+    pub async fn start_with_env(
+        subcommand: Option<&str>,
+        db: &str,
+        extra: &[String],
+        env: &[(&str, &str)],
+    ) -> Self {
         for _ in 0..5 {
-            if let Some(server) = Self::try_start(subcommand, db, extra).await {
+            if let Some(server) = Self::try_start(subcommand, db, extra, env).await {
                 return server;
             }
         }
@@ -287,10 +297,16 @@ impl Server {
     }
 
     /// `None` when another process took the port between our probe and the server's bind.
-    async fn try_start(subcommand: Option<&str>, db: &str, extra: &[String]) -> Option<Self> {
+    async fn try_start(
+        subcommand: Option<&str>,
+        db: &str,
+        extra: &[String],
+        env: &[(&str, &str)],
+    ) -> Option<Self> {
         let port = free_port();
         let mut cmd = command();
-        cmd.args(subcommand)
+        cmd.envs(env.iter().copied())
+            .args(subcommand)
             .args([
                 "--database-url",
                 db,

@@ -300,3 +300,15 @@ async fn json_format_keeps_the_first_run_key_and_a_fatal_error_in_json() {
     let error = last["fields"]["error"].as_str().unwrap_or_default();
     assert!(error.contains("not-an-address"), "{last}");
 }
+
+/// A `RUST_LOG` that filters warnings out does not hide the first-run key: it comes as the
+/// banner, JSON logs or not.
+#[tokio::test]
+async fn a_strict_rust_log_still_shows_the_first_run_key() {
+    let db = TestDatabase::sqlite();
+    let json_logs = ["--log-format".to_owned(), "json".to_owned()];
+    let env = [("RUST_LOG", "error")];
+    let server = Server::start_with_env(Some("serve"), &db.url, &json_logs, &env).await;
+    let key = server.first_run_key().await;
+    assert!(is_api_key(&key), "{key}");
+}
