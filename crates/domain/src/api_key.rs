@@ -110,10 +110,16 @@ impl ApiKey {
         (key, secret)
     }
 
-    /// Checks a key's name (a label, shown when keys are listed): 1 to 100 bytes.
+    /// Checks a key's name (a label, shown when keys are listed, one per line, in columns): 1
+    /// to 100 characters, none of them a control character (a tab or a line break would forge
+    /// a column or a row of the list).
     pub fn validate_name(name: &str) -> Result<(), &'static str> {
-        if name.is_empty() || name.len() > 100 {
+        let length = name.chars().count();
+        if length == 0 || length > 100 {
             return Err("key name must be 1 to 100 characters");
+        }
+        if name.chars().any(char::is_control) {
+            return Err("key name must not contain control characters (tabs, line breaks)");
         }
         Ok(())
     }
@@ -124,11 +130,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn key_names_are_1_to_100_bytes() {
+    fn key_names_are_1_to_100_characters_and_no_controls() {
         assert!(ApiKey::validate_name("ci").is_ok());
         assert!(ApiKey::validate_name(&"k".repeat(100)).is_ok());
+        assert!(ApiKey::validate_name(&"é".repeat(100)).is_ok());
         assert!(ApiKey::validate_name("").is_err());
         assert!(ApiKey::validate_name(&"k".repeat(101)).is_err());
+        for forged in ["a\tb", "a\nkey_FAKE", "a\rb", "a\u{1b}[31m"] {
+            assert!(ApiKey::validate_name(forged).is_err(), "{forged:?}");
+        }
     }
 
     #[test]
