@@ -85,7 +85,15 @@ impl Application {
                  workspace may make N times its rate"
             );
         }
-        if shared && !base_url_given {
+        if !base_url_given && addr.ip().is_unspecified() {
+            // Listening on every interface, the address is no one's way in: short URLs on
+            // 0.0.0.0 lead nowhere.
+            tracing::warn!(
+                base_url = base_url.as_str(),
+                "without --base-url, short links are made under the listening address, which no \
+                 visitor can reach; give the public one with --base-url"
+            );
+        } else if shared && !base_url_given {
             // Links live under their base's domain: instances on other addresses would each
             // answer only for the links made through them.
             tracing::warn!(
