@@ -393,6 +393,12 @@ async fn known_routes_with_wrong_methods_are_405() {
     }
     let res = send(app.api(Method::PUT, "/links")).await;
     assert_eq!(header(res.headers(), "allow"), Some("GET, HEAD, POST"));
+    // The probes too: not the missing link's page.
+    for path in ["/healthz", "/readyz"] {
+        let res = send(app.client.post(app.url(path))).await;
+        assert_eq!(header(res.headers(), "allow"), Some("GET, HEAD"), "{path}");
+        assert_error(res, 405, "METHOD_NOT_ALLOWED").await;
+    }
 }
 
 /// Every route that serves GET serves HEAD: the same status and head, no body (load balancers

@@ -11,8 +11,17 @@ use crate::state::AppState;
 
 /// The two probes.
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.route("/healthz", crate::get().to(healthz))
-        .route("/readyz", crate::get().to(readyz));
+    // Another method is a 405, not the missing link's page (the paths are reserved slugs).
+    cfg.service(
+        web::resource("/healthz")
+            .route(crate::get().to(healthz))
+            .default_service(crate::method_not_allowed("GET, HEAD")),
+    )
+    .service(
+        web::resource("/readyz")
+            .route(crate::get().to(readyz))
+            .default_service(crate::method_not_allowed("GET, HEAD")),
+    );
 }
 
 async fn healthz() -> HttpResponse {
