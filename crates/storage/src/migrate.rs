@@ -1,6 +1,7 @@
 //! Embedded migrations. `serve` and `migrate` both run them; on PostgreSQL under an advisory lock
 //! so that instances starting together apply each migration once.
 
+use diesel::migration::MigrationSource;
 use diesel::{Connection, RunQueryDsl, SqliteConnection};
 use diesel_async::AsyncPgConnection;
 use diesel_async::async_connection_wrapper::AsyncConnectionWrapper;
@@ -16,6 +17,38 @@ const ADVISORY_LOCK_KEY: i64 = i64::from_be_bytes(*b"shortlnk");
 
 fn failed(e: impl std::fmt::Display) -> StorageError {
     StorageError::Migration(e.to_string())
+}
+
+/// The versions of the migrations `embedded` holds for the backend `DB`.
+fn versions<DB: diesel::backend::Backend>(embedded: &EmbeddedMigrations) -> Vec<String>
+where
+    EmbeddedMigrations: MigrationSource<DB>,
+{
+    (embedded.migrations().into_iter().flatten())
+        .map(|m| m.name().version().to_string())
+        .collect()
+}
+
+/// Refuses a database a newer build has migrated (it has applied a migration this build does
+/// not embed), before anything is written to it: this build would write rows into a schema it
+/// does not know, and a newer build's invariants with them.
+fn refuse_newer<DB: diesel::backend::Backend>(
+    conn: &mut impl MigrationHarness<DB>,
+    embedded: &EmbeddedMigrations,
+) -> Result<(), StorageError>
+where
+    EmbeddedMigrations: MigrationSource<DB>,
+{
+    let known = versions::<DB>(embedded);
+    let applied = conn.applied_migrations().map_err(failed)?;
+    let unknown = (applied.iter().map(ToString::to_string)).filter(|v| !known.contains(v));
+    match unknown.max() {
+        Some(newest) => Err(failed(format!(
+            "the database was migrated by a newer build of shortlink (migration {newest}, which \
+             this build does not know): run that build or a newer one"
+        ))),
+        None => Ok(()),
+    }
 }
 
 /// A row of `PRAGMA foreign_key_check`: a reference to a row that does not exist.
@@ -41,6 +74,7 @@ pub(crate) async fn sqlite(path: String) -> Result<usize, StorageError> {
         diesel::sql_query("PRAGMA busy_timeout = 5000").execute(&mut conn)?;
         diesel::sql_query("PRAGMA journal_mode = WAL").execute(&mut conn)?;
         diesel::sql_query("PRAGMA foreign_keys = OFF").execute(&mut conn)?;
+        refuse_newer(&mut conn, &SQLITE)?;
         let applied = conn.run_pending_migrations(SQLITE).map_err(failed)?.len();
         let dangling: Vec<Dangling> =
             diesel::sql_query("PRAGMA foreign_key_check").load(&mut conn)?;
@@ -67,10 +101,11 @@ pub(crate) async fn postgres(url: String) -> Result<usize, StorageError> {
         let mut conn = AsyncConnectionWrapper::<AsyncPgConnection>::from(conn);
         diesel::sql_query(format!("SELECT pg_advisory_lock({ADVISORY_LOCK_KEY})"))
             .execute(&mut conn)?;
-        let result = conn
-            .run_pending_migrations(POSTGRES)
-            .map(|v| v.len())
-            .map_err(failed);
+        let result = refuse_newer(&mut conn, &POSTGRES).and_then(|()| {
+            conn.run_pending_migrations(POSTGRES)
+                .map(|v| v.len())
+                .map_err(failed)
+        });
         diesel::sql_query(format!("SELECT pg_advisory_unlock({ADVISORY_LOCK_KEY})"))
             .execute(&mut conn)?;
         result
@@ -82,22 +117,9 @@ pub(crate) async fn postgres(url: String) -> Result<usize, StorageError> {
 /// The version of the newest migration this build embeds for the backend: a database whose
 /// newest applied migration is another is not the schema this build speaks.
 pub(crate) fn latest_version(kind: crate::model::DatabaseKind) -> Option<String> {
-    use diesel::migration::MigrationSource;
     let versions = match kind {
-        crate::model::DatabaseKind::Sqlite => {
-            MigrationSource::<diesel::sqlite::Sqlite>::migrations(&SQLITE)
-                .ok()?
-                .iter()
-                .map(|m| m.name().version().to_string())
-                .collect::<Vec<_>>()
-        }
-        crate::model::DatabaseKind::Postgres => {
-            MigrationSource::<diesel::pg::Pg>::migrations(&POSTGRES)
-                .ok()?
-                .iter()
-                .map(|m| m.name().version().to_string())
-                .collect()
-        }
+        crate::model::DatabaseKind::Sqlite => versions::<diesel::sqlite::Sqlite>(&SQLITE),
+        crate::model::DatabaseKind::Postgres => versions::<diesel::pg::Pg>(&POSTGRES),
     };
     versions.into_iter().max()
 }

@@ -7,9 +7,9 @@ use diesel_async::AsyncPgConnection;
 use diesel_async::async_connection_wrapper::AsyncConnectionWrapper;
 use diesel_migrations::{EmbeddedMigrations, MigrationHarness, embed_migrations};
 use shortlink_domain::{LinkId, LinkRef, WorkspaceId};
-use shortlink_storage::{ClickBatch, CounterKey, DatabaseKind, LinkClicks};
+use shortlink_storage::{ClickBatch, CounterKey, DatabaseKind, LinkClicks, Store, StoreOptions};
 
-use crate::{TestDatabase, base, create, new_link};
+use crate::{TestDatabase, base, create, new_link, workspace};
 
 const SQLITE: EmbeddedMigrations = embed_migrations!("../../migrations/sqlite");
 const POSTGRES: EmbeddedMigrations = embed_migrations!("../../migrations/postgres");
@@ -155,5 +155,33 @@ async fn codes_and_row_numbers_survive_the_code_index_migration() {
             .unwrap()
             .expect("deleted");
         assert_eq!(store.resolve(&d, "gone").await.unwrap(), None);
+    }
+}
+
+/// A database a newer build has migrated is refused before anything is written to it: by
+/// `migrate`, and so by every command and by a server's start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_a_newer_build_migrated_is_refused() {
+    let test = concat!(
+        module_path!(),
+        "::a_database_a_newer_build_migrated_is_refused"
+    );
+    for db in TestDatabase::all(test).await {
+        let store = db.store().await;
+        let ws = workspace(&store, "kept").await;
+        db.execute("INSERT INTO __diesel_schema_migrations (version) VALUES ('29990101000000')")
+            .await;
+        let refused = store.migrate().await.unwrap_err();
+        assert!(
+            refused.to_string().contains("newer build")
+                && refused.to_string().contains("29990101000000"),
+            "{:?}: {refused}",
+            db.kind
+        );
+        let opened = Store::open(&db.url, StoreOptions::default()).await;
+        assert!(opened.is_err(), "{:?}", db.kind);
+        // What the newer build wrote is as it was.
+        let found = store.find_workspace("kept").await.unwrap().unwrap();
+        assert_eq!(found.id, ws.id);
     }
 }
