@@ -81,7 +81,7 @@ struct ServeArgs {
           value_parser = clap::value_parser!(u32).range(1..))]
     auth_failures_per_minute: u32,
     /// SQLite: MiB of memory for every link's redirect target, so a redirect never reads the
-    /// database (about 30 bytes a link plus its code and destination); 0 for none. Past it,
+    /// database (about 20 bytes a link plus its code and destination); 0 for none. Past it,
     /// redirects read the database behind a bounded cache.
     #[arg(long, env = "SHORTLINK_REDIRECT_INDEX_MIB", default_value_t = shortlink_server::DEFAULT_REDIRECT_INDEX_MIB, global = true)]
     redirect_index_mib: usize,

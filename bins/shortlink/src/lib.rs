@@ -39,7 +39,7 @@ pub struct Application {
 }
 
 impl Application {
-    /// Connects and migrates the database, binds the listener, and on first run creates the
+    /// Binds the listener, then connects and migrates the database, and on first run creates the
     /// `default` workspace with a key. Unless [`Config::stop_on_signals`] is false, it takes
     /// SIGTERM, SIGINT and SIGQUIT over for the process (see there).
     pub async fn build(config: Config) -> anyhow::Result<Self> {

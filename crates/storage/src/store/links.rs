@@ -145,7 +145,7 @@ impl Store {
 
     /// On SQLite, loads every link's redirect target into memory, where [`Store::resolve`]
     /// finds it without a database read, and keeps it in step with every change this store
-    /// makes. Returns whether the links fit in `budget_bytes` (about 30 bytes a link plus its code
+    /// makes. Returns whether the links fit in `budget_bytes` (about 20 bytes a link plus its code
     /// and destination); when they do not, or later outgrow it, there is no index. PostgreSQL:
     /// false (other instances change the same links).
     ///

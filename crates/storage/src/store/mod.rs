@@ -216,17 +216,19 @@ impl Store {
     }
 
     /// Opens the database at `url` ready for use, in the order it needs: connects, applies
-    /// pending migrations, makes the click events' partitions of this month and the next
-    /// (PostgreSQL), and, for a server ([`StoreOptions::server`]) on SQLite, starts the click
-    /// journal (first: it takes the file's server lock, so a second server on the file is
-    /// refused before anything is loaded, and it folds what an earlier process left), loads the
-    /// redirect index and makes the webhook deliveries an earlier process leased due again (no
-    /// other server uses the file). Its counterpart is [`Store::shutdown`].
+    /// pending migrations, makes the click events' partitions of this month and the
+    /// `MONTHS_AHEAD` (three) after it (PostgreSQL, `pg/partitions.rs`), and, for a server
+    /// ([`StoreOptions::server`]) on SQLite, starts the click journal (first: it takes the file's
+    /// server lock, so a second server on the file is refused before anything is loaded, and it
+    /// folds what an earlier process left), loads the redirect index and makes the webhook
+    /// deliveries an earlier process leased due again (no other server uses the file). Its
+    /// counterpart is [`Store::shutdown`].
     pub async fn open(url: &str, options: StoreOptions) -> Result<Self, StorageError> {
         let store = Self::connect(url, options.pool)?;
         store.migrate().await?;
-        // The click events' partitions for this month and the next exist before any is written.
-        // (Nothing is deleted without `keep_after`, so the batch size is never used.)
+        // The click events' partitions for this month and the `MONTHS_AHEAD` after it exist
+        // before any is written. (Nothing is deleted without `keep_after`, so the batch size is
+        // never used.)
         store.maintain_events(Timestamp::now(), None, 1).await?;
         if let Some(server) = options.server
             && store.kind() == DatabaseKind::Sqlite
