@@ -413,7 +413,8 @@ async fn a_password_form_keeps_the_referrer_of_the_visit(app: TestApp) {
     let res = app
         .get("/analytics/export?format=ndjson&linkId=shared")
         .await;
-    let event: Value = serde_json::from_str(&res.text().await.unwrap_or_default()).unwrap();
+    let event: Value =
+        serde_json::from_str(&res.text().await.unwrap_or_default()).expect("one exported event");
     assert_eq!(
         (&event["referrer"], &event["referrerUrl"]),
         (&json!("news.example"), &json!(from))
