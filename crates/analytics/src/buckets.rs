@@ -343,7 +343,9 @@ mod tests {
             interval in 0usize..4,
             zone in 0usize..5,
         ) {
-            let zone = ["UTC", "Europe/London", "Asia/Kolkata", "America/St_Johns", "Australia/Lord_Howe"][zone];
+            let zone = [
+                "UTC", "Europe/London", "Asia/Kolkata", "America/St_Johns", "Australia/Lord_Howe",
+            ][zone];
             let interval = [Interval::Hour, Interval::Day, Interval::Week, Interval::Month][interval];
             let zone = time_zone(zone).expect("a zone");
             if let Ok(starts) = buckets(start, start.saturating_add(length), interval, &zone) {
