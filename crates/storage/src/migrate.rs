@@ -44,8 +44,9 @@ where
     let unknown = (applied.iter().map(ToString::to_string)).filter(|v| !known.contains(v));
     match unknown.max() {
         Some(newest) => Err(failed(format!(
-            "the database was migrated by a newer build of shortlink (migration {newest}, which \
-             this build does not know): run that build or a newer one"
+            "the database was migrated by a newer build of shortlink (migration {newest}; this \
+             build expects {}): run that build or a newer one",
+            known.iter().max().map_or("none", String::as_str)
         ))),
         None => Ok(()),
     }

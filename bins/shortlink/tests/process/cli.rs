@@ -214,7 +214,8 @@ fn migrate_twice_succeeds() {
 }
 
 /// A database a newer build migrated has nothing for this build to apply, but this build does not
-/// serve it: `migrate` says so and fails instead of calling it up to date.
+/// serve it: `migrate` says so and fails instead of calling it up to date, and so does every other
+/// command, before writing anything.
 #[tokio::test]
 async fn migrate_on_a_newer_builds_schema_fails_naming_both_versions() {
     let db = TestDatabase::sqlite();
@@ -224,6 +225,10 @@ async fn migrate_on_a_newer_builds_schema_fails_naming_both_versions() {
     let message = cli(&db.url, &["migrate"]).one_line_error().to_owned();
     assert!(message.contains("99990101000000"), "{message}");
     assert!(message.contains("expects"), "{message}");
+    let message = cli(&db.url, &["workspace", "create", "late"])
+        .one_line_error()
+        .to_owned();
+    assert!(message.contains("newer build"), "{message}");
 }
 
 #[test]
