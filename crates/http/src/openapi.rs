@@ -191,9 +191,20 @@ fn conventions(op: &mut Operation, by_id: bool) {
         "bearer",
         Vec::<String>::new(),
     )]);
+    // The answers a creating POST records for its `Idempotency-Key` (those the route declares:
+    // the creation, a slug conflict) come again for a repeated key, marked as replayed.
+    let idempotent = (op.parameters.iter().flatten())
+        .any(|p| p.name.eq_ignore_ascii_case(crate::idempotency::HEADER));
     for response in op.responses.responses.values_mut() {
         if let RefOr::T(response) = response {
             rate_limit_headers(response);
+            if idempotent {
+                let replayed = HeaderBuilder::new().description(Some(
+                    "`true` when this is the recorded answer of an earlier request with the same \
+                     `Idempotency-Key`.",
+                ));
+                (response.headers).insert("Idempotent-Replayed".to_owned(), replayed.build());
+            }
         }
     }
     let mut add = |error: ApiError, when: &str| {
@@ -550,7 +561,11 @@ mod tests {
                 .find(|p| p["name"] == "Idempotency-Key")
                 .unwrap();
             assert_eq!(header["schema"]["pattern"], key, "{path}");
+            let created = &doc["paths"][path]["post"]["responses"]["200"]["headers"];
+            assert!(created.get("Idempotent-Replayed").is_some(), "{path}");
         }
+        let listed = &doc["paths"]["/api/v1/links"]["get"]["responses"]["200"]["headers"];
+        assert!(listed.get("Idempotent-Replayed").is_none());
     }
 
     /// CI fails when `docs/openapi.json` differs from what the server serves. To refresh it:
