@@ -100,12 +100,11 @@ pub(crate) async fn follow_rules(
         }
     }
     let agent = agent(req);
-    let crawler = agent.bot;
     let visitor = Visitor {
         user_agent: agent.text.as_deref(),
         address: Some(address),
-        crawler,
-        counts: req.method() != Method::HEAD && !crawler,
+        crawler: agent.bot,
+        counts: agent.clicks(req.method()),
         unlocked,
     };
     match state.service.route(link, rules, &visitor).await? {

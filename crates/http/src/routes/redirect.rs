@@ -72,16 +72,14 @@ pub async fn redirect(
     if let Some(rules) = rules {
         return super::link_pages::follow_rules(&state, &req, payload, &target, rules).await;
     }
-    if req.method() == Method::GET {
-        let agent = agent(&req);
-        if !agent.bot {
-            state.service.record_click(&target, || Visit {
-                timestamp: Timestamp::now(),
-                address: Some(crate::client::client_address(&state, &req)),
-                referrer: header_text(&req, header::REFERER),
-                user_agent: agent.text,
-            });
-        }
+    let agent = agent(&req);
+    if agent.clicks(req.method()) {
+        state.service.record_click(&target, || Visit {
+            timestamp: Timestamp::now(),
+            address: Some(crate::client::client_address(&state, &req)),
+            referrer: header_text(&req, header::REFERER),
+            user_agent: agent.text,
+        });
     }
     Ok(HttpResponse::Found()
         .insert_header((
@@ -109,6 +107,14 @@ pub(super) struct Agent {
     pub text: Option<Arc<str>>,
     /// A known bot or link-preview crawler (Slack, WhatsApp, …): its fetches are not clicks.
     pub bot: bool,
+}
+
+impl Agent {
+    /// Whether its visit with `method` is a click: one that follows the link (GET, or the
+    /// password form's POST), by no bot. HEAD only asks where the link goes.
+    pub fn clicks(&self, method: &Method) -> bool {
+        *method != Method::HEAD && !self.bot
+    }
 }
 
 /// The request's `User-Agent`: its text as [`header_text`] keeps it, and its verdict.
