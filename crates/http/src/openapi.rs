@@ -553,6 +553,16 @@ mod tests {
                 assert_eq!(documented, &rule, "{schema}");
             }
         }
+        let link_parts = doc["components"]["schemas"]["LinkView"]["allOf"]
+            .as_array()
+            .unwrap();
+        let short_code = (link_parts.iter())
+            .find_map(|part| part["properties"].get("shortCode"))
+            .unwrap();
+        assert_eq!(
+            short_code["pattern"],
+            json!(format!("^[A-Za-z0-9_-]{{1,{MAX_SLUG_LEN}}}$"))
+        );
         let key = json!(format!("^[!-~]{{1,{}}}$", crate::idempotency::MAX_KEY_LEN));
         for path in ["/api/v1/links", "/api/v1/links/bulk", "/api/v1/webhooks"] {
             let params = doc["paths"][path]["post"]["parameters"].as_array().unwrap();
