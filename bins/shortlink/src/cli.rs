@@ -228,7 +228,17 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     if let Command::Serve = command {
         return serve(cli.database_url, cli.serve, cli.log_format).await;
     }
-    let store = Store::connect(&cli.database_url, PoolOptions { max_connections: 2 })?;
+    let options = PoolOptions { max_connections: 2 };
+    // Only the commands that make a database may make its file: the others, given a mistyped
+    // path, would show an empty database and leave it behind.
+    let store = match command {
+        Command::Migrate | Command::Workspace(WorkspaceCommand::Create { .. }) => {
+            Store::connect(&cli.database_url, options)?
+        }
+        _ => Store::connect_existing(&cli.database_url, options).map_err(|e| {
+            anyhow::anyhow!("{e}; `shortlink serve` or `shortlink workspace create` makes one")
+        })?,
+    };
     let applied = store
         .migrate()
         .await

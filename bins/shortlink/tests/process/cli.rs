@@ -110,6 +110,7 @@ fn key_create_prints_the_key_alone_and_key_list_never_shows_it() {
 #[test]
 fn commands_on_an_unknown_workspace_or_key_fail_in_one_line() {
     let db = TestDatabase::sqlite();
+    cli(&db.url, &["migrate"]).success();
     let message = cli(&db.url, &["key", "create", "--workspace", "nope"])
         .one_line_error()
         .to_owned();
@@ -201,6 +202,32 @@ fn the_database_url_flag_may_come_before_the_subcommand() {
     out.one_line_error();
     let out = run(&["--database-url", "mysql://x", "migrate"]);
     out.one_line_error();
+}
+
+/// A command that reads or changes what a database holds, given a SQLite path where there is
+/// none (a typo), says so and makes no file; those that make a database make it.
+#[test]
+fn only_the_commands_that_make_a_database_make_its_file() {
+    let db = TestDatabase::sqlite();
+    let path = db.url.trim_start_matches("sqlite://");
+    for args in [
+        &["workspace", "list"][..],
+        &["key", "list", "--workspace", "default"],
+        &["workspace", "update", "default", "--rate-limit", "5"],
+    ] {
+        let message = cli(&db.url, args).one_line_error().to_owned();
+        assert!(
+            message.contains("no SQLite database at"),
+            "{args:?}: {message}"
+        );
+        assert!(!std::path::Path::new(path).exists(), "{args:?} made {path}");
+    }
+    cli(&db.url, &["workspace", "create", "acme"]).success();
+    assert!(
+        cli(&db.url, &["workspace", "list"])
+            .success()
+            .contains("acme")
+    );
 }
 
 #[test]

@@ -198,6 +198,25 @@ impl Store {
     /// database work for good: once that runtime is shut down, every call fails
     /// ([`StorageError::Unavailable`], "task … was cancelled"), whichever runtime makes it.
     pub fn connect(url: &str, options: PoolOptions) -> Result<Self, StorageError> {
+        Self::connect_to(url, options, true)
+    }
+
+    /// [`Store::connect`] for a tool that works on what a database holds (lists, changes): a
+    /// SQLite file that does not exist is [`StorageError::Unavailable`] rather than made, so a
+    /// mistyped path is said to be one, not shown as an empty database (and left behind).
+    pub fn connect_existing(url: &str, options: PoolOptions) -> Result<Self, StorageError> {
+        Self::connect_to(url, options, false)
+    }
+
+    fn connect_to(url: &str, options: PoolOptions, create: bool) -> Result<Self, StorageError> {
+        if let Some(path) = sqlite_path(url)
+            && !create
+            && !std::path::Path::new(path).exists()
+        {
+            return Err(StorageError::Unavailable(format!(
+                "no SQLite database at {path}"
+            )));
+        }
         let runtime = tokio::runtime::Handle::try_current().ok();
         let backend = if url.starts_with("postgres://") || url.starts_with("postgresql://") {
             let size = options.max_connections.max(2);
