@@ -13,6 +13,7 @@ mod propagation;
 mod routing;
 mod series;
 mod service;
+mod shared_reads;
 mod spill;
 
 pub use cache::{FOUND_TTL, STALE_FOR};

@@ -20,6 +20,7 @@ use crate::create::LinkCreator;
 use crate::enrich::Enricher;
 use crate::outage::{Ask, Outage};
 use crate::passwords::WrongAttempts;
+use crate::shared_reads::{Read, SharedReads};
 use crate::{Clock, ServiceError};
 
 /// How long a stop keeps retrying to write the last clicks by default.
@@ -91,6 +92,8 @@ struct Inner {
     cache: LinkCache,
     /// Whether the redirect found the database down (stale-if-error).
     outage: Outage,
+    /// The reads of codes' links under way, which concurrent lookups share.
+    reads: SharedReads,
     /// Told when keys changed on any instance (see `propagation.rs`).
     key_observer: std::sync::OnceLock<crate::KeyObserver>,
     clicks: ClickCounter,
@@ -141,6 +144,7 @@ impl Service {
                 wrong_attempts: WrongAttempts::default(),
                 settings,
                 outage: Outage::default(),
+                reads: SharedReads::default(),
                 key_observer: std::sync::OnceLock::new(),
                 drain_deadline: std::sync::OnceLock::new(),
 
@@ -187,21 +191,29 @@ impl Service {
         }
         match self.inner.outage.ask() {
             Ask::Database => match self.look_up(code).await {
-                Err(e) if e.is_unavailable() => self.stale(code, e),
-                found => Ok(found?),
+                Ok(found) => Ok(found),
+                Err(e) if e.is_unavailable() => self.stale(code, ServiceError::Storage(e)),
+                Err(e) => Err(ServiceError::Storage(e)),
             },
             Ask::Memory { probe } => {
                 if probe {
                     self.probe(code);
                 }
-                self.stale(code, unavailable())
+                self.stale(code, unavailable().into())
             }
         }
     }
 
+    /// Reads `code`'s link from the database (with any lookup of it already reading it:
+    /// `shared_reads.rs`) and caches the answer.
+    async fn look_up(&self, code: &str) -> Read {
+        let read = async || self.read_link(code).await.map_err(Arc::new);
+        self.inner.reads.read(code, read).await
+    }
+
     /// Reads `code`'s link from the database and caches the answer; tells the outage whether
     /// the database answered.
-    async fn look_up(&self, code: &str) -> Result<Option<Arc<RedirectTarget>>, StorageError> {
+    async fn read_link(&self, code: &str) -> Result<Option<Arc<RedirectTarget>>, StorageError> {
         let (cache, outage) = (&self.inner.cache, &self.inner.outage);
         let began = cache.read_begins(code);
         let found = self
@@ -243,7 +255,7 @@ impl Service {
     fn stale(
         &self,
         code: &str,
-        error: StorageError,
+        error: ServiceError,
     ) -> Result<Option<Arc<RedirectTarget>>, ServiceError> {
         let target = self.inner.cache.stale(code).ok_or(error)?;
         self.inner.outage.answered_stale();

@@ -17,6 +17,7 @@ crate::helpers::on_both_backends_behind_a_proxy!(
     bad_options_are_refused_naming_the_field_and_change_nothing,
     an_expired_link_answers_410_or_its_expired_url,
     max_clicks_lets_exactly_that_many_through,
+    max_clicks_holds_for_a_burst_of_first_clicks,
     passwords_unlock_count_the_click_and_have_a_budget,
     a_password_form_keeps_the_referrer_of_the_visit,
     targeting_follows_the_system_then_the_country,
@@ -301,6 +302,28 @@ fn assert_strict_page(res: &Response) {
     );
     assert_eq!(header(headers, "cache-control"), Some("no-store"));
     assert!(header(headers, "content-type").is_some_and(|t| t.starts_with("text/html")));
+}
+
+/// A capped link's very first clicks, all at once (no lookup before them has cached it): the
+/// limit holds exactly. On PostgreSQL each click read the link itself, each with rules of its
+/// own, and each restarted the count.
+async fn max_clicks_holds_for_a_burst_of_first_clicks(app: TestApp) {
+    for round in 0..8 {
+        let code = format!("burst-{round}");
+        app.create_link(&json!({
+            "destination": "https://example.com/burst", "customSlug": code, "maxClicks": 3,
+        }))
+        .await;
+        let visits = (0..10).map(|_| browse(&app, &code, LONDON, DESKTOP));
+        let statuses: Vec<u16> = futures_util::future::join_all(visits)
+            .await
+            .iter()
+            .map(|res| res.status().as_u16())
+            .collect();
+        let through = statuses.iter().filter(|&&s| s == 302).count();
+        assert_eq!(through, 3, "round {round}: {statuses:?}");
+        assert_eq!(app.wait_for_clicks(&code, 3).await, 3);
+    }
 }
 
 async fn max_clicks_lets_exactly_that_many_through(app: TestApp) {
