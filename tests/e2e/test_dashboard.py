@@ -395,6 +395,11 @@ def test_dark_mode_follows_the_system(dashboard):
     expect(page.get_by_role("row").filter(has_text="/e2e-dark")).to_be_visible()
     dashboard.check_accessibility("links-dark")
     dashboard.screenshots("links-dark")
+    # The confirmation's danger button is readable on the dark theme too.
+    page.get_by_role("row").filter(has_text="/e2e-dark").get_by_role("button", name=re.compile("Delete")).first.click()
+    expect(page.locator("dialog[open]")).to_be_visible()
+    dashboard.check_accessibility("delete-dialog-dark")
+    page.keyboard.press("Escape")
 
 
 def test_keyboard_alone_reaches_and_works_the_controls(dashboard):
@@ -458,6 +463,21 @@ def test_a_phone_shows_long_tags_short_codes_and_chart_labels_whole(dashboard):
     # Labels of the chart drawn at the phone's width, not shrunk from a wider drawing.
     page.wait_for_function("() => [...document.querySelectorAll('.chart text')].every((t) => t.getBoundingClientRect().height >= 10)", timeout=5_000)
     dashboard.check_accessibility("analytics-workspace-narrow")
+
+    # The pages and dialogs named after the link wrap its code too.
+    for route in ("edit", "analytics"):
+        page.goto(f"{server.base}/#/links/{slug}/{route}")
+        expect(page.get_by_role("heading", level=1)).to_contain_text(slug)
+        assert page.evaluate("document.documentElement.scrollWidth") <= 375, route
+    page.goto(f"{server.base}/#/links")
+    page.get_by_label("Search").fill("e2e-narrow")
+    page.get_by_role("button", name="Apply").click()
+    for opens in ("QR code", "Delete"):
+        page.get_by_role("row").filter(has_text=slug).get_by_role("button", name=re.compile(opens)).first.click()
+        dialog = page.locator("dialog[open]")
+        expect(dialog).to_be_visible()
+        assert dialog.evaluate("(d) => d.scrollWidth <= d.clientWidth"), opens
+        page.keyboard.press("Escape")
 
 
 def test_a_tag_filters_the_list_or_says_why_not(dashboard):
