@@ -52,6 +52,16 @@ macro_rules! prefixed_id {
                     .map(Self)
                     .ok_or(IdError { prefix: $prefix })
             }
+
+            /// Parses an identifier only as this service writes it: [`Self::parse`] also takes
+            /// lower case, and wraps a first digit past 7, forms that are never issued (for a
+            /// cursor, which must be one the service gave).
+            pub fn parse_as_written(s: &str) -> Result<Self, IdError> {
+                Self::parse(s)
+                    .ok()
+                    .filter(|id| id.to_string() == s)
+                    .ok_or(IdError { prefix: $prefix })
+            }
         }
 
         impl fmt::Display for $name {

@@ -324,11 +324,7 @@ impl DeliveryCursor {
         if !(1..=15).contains(&millis.len()) || !millis.bytes().all(|b| b.is_ascii_digit()) {
             return Err(DeliveryCursorError);
         }
-        let id = MessageId::parse(event_id).map_err(|_| DeliveryCursorError)?;
-        // The ULID parser also takes lower case, and wraps a first digit past 7.
-        if id.to_string() != event_id {
-            return Err(DeliveryCursorError);
-        }
+        let id = MessageId::parse_as_written(event_id).map_err(|_| DeliveryCursorError)?;
         Ok(Self {
             created_at: millis.parse().map_err(|_| DeliveryCursorError)?,
             event_id: id,

@@ -340,7 +340,7 @@ async fn list(
         .cursor
         .as_deref()
         .map(|c| {
-            LinkId::parse(c)
+            LinkId::parse_as_written(c)
                 .map_err(|_| ApiError::field("cursor", "cursor is not one this service issued"))
         })
         .transpose()?;
