@@ -304,6 +304,14 @@ fn assert_strict_page(res: &Response) {
     assert!(header(headers, "content-type").is_some_and(|t| t.starts_with("text/html")));
 }
 
+/// The statuses of `n` browser visits of `code` made at once.
+async fn visits_at_once(app: &TestApp, code: &str, n: usize) -> Vec<u16> {
+    let visits = (0..n).map(|_| browse(app, code, LONDON, DESKTOP));
+    (futures_util::future::join_all(visits).await.iter())
+        .map(|res| res.status().as_u16())
+        .collect()
+}
+
 /// A capped link's very first clicks, all at once (no lookup before them has cached it): the
 /// limit holds exactly. On PostgreSQL each click read the link itself, each with rules of its
 /// own, and each restarted the count.
@@ -314,12 +322,7 @@ async fn max_clicks_holds_for_a_burst_of_first_clicks(app: TestApp) {
             "destination": "https://example.com/burst", "customSlug": code, "maxClicks": 3,
         }))
         .await;
-        let visits = (0..10).map(|_| browse(&app, &code, LONDON, DESKTOP));
-        let statuses: Vec<u16> = futures_util::future::join_all(visits)
-            .await
-            .iter()
-            .map(|res| res.status().as_u16())
-            .collect();
+        let statuses = visits_at_once(&app, &code, 10).await;
         let through = statuses.iter().filter(|&&s| s == 302).count();
         assert_eq!(through, 3, "round {round}: {statuses:?}");
         assert_eq!(app.wait_for_clicks(&code, 3).await, 3);
@@ -341,12 +344,7 @@ async fn max_clicks_lets_exactly_that_many_through(app: TestApp) {
     .await;
     assert_eq!(head.status(), 302);
 
-    let visits = (0..20).map(|_| browse(&app, "limited", LONDON, DESKTOP));
-    let statuses: Vec<u16> = futures_util::future::join_all(visits)
-        .await
-        .iter()
-        .map(|res| res.status().as_u16())
-        .collect();
+    let statuses = visits_at_once(&app, "limited", 20).await;
     let through = statuses.iter().filter(|&&s| s == 302).count();
     let refused = statuses.iter().filter(|&&s| s == 410).count();
     assert_eq!((through, refused), (5, 15), "{statuses:?}");
