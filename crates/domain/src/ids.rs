@@ -94,7 +94,7 @@ macro_rules! prefixed_id {
             fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
                 crate::openapi::string_schema(
                     concat!("`", $prefix, "` followed by a 26-character ULID."),
-                    Some(concat!("^", $prefix, "[0-9A-HJKMNP-TV-Z]{26}$")),
+                    Some(concat!("^", $prefix, "[0-7][0-9A-HJKMNP-TV-Z]{25}$")),
                     None,
                 )
             }

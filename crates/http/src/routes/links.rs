@@ -64,7 +64,7 @@ pub struct ListQuery {
     #[param(minimum = 1, maximum = 100)]
     pub limit: Option<i64>,
     /// `nextCursor` of the previous page.
-    #[param(pattern = "^link_[0-9A-HJKMNP-TV-Z]{26}$")]
+    #[param(pattern = "^link_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub cursor: Option<String>,
     /// Only links with this tag.
     #[param(min_length = 1, max_length = 50)]
