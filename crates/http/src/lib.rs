@@ -61,6 +61,18 @@ pub(crate) fn get() -> actix_web::Route {
     web::route().guard(actix_web::guard::Any(actix_web::guard::Get()).or(actix_web::guard::Head()))
 }
 
+/// A resource that serves `handler` to GET and HEAD (`get`) and answers any other method 405.
+pub(crate) fn get_only<F, Args>(path: &str, handler: F) -> actix_web::Resource
+where
+    F: actix_web::Handler<Args>,
+    Args: actix_web::FromRequest + 'static,
+    F::Output: actix_web::Responder + 'static,
+{
+    web::resource(path)
+        .route(get().to(handler))
+        .default_service(method_not_allowed("GET, HEAD"))
+}
+
 /// A known route's answer to a method it does not serve: 405 with `Allow` listing those it does.
 pub(crate) fn method_not_allowed(allow: &'static str) -> actix_web::Route {
     web::to(move || async move { Err::<HttpResponse, _>(ApiError::MethodNotAllowed { allow }) })

@@ -349,11 +349,7 @@ pub fn document(base: &BaseUrl) -> Value {
 
 /// `GET /api/v1/openapi.json` (no authentication), `GET /docs` and its assets.
 pub fn configure_document(cfg: &mut web::ServiceConfig) {
-    cfg.service(
-        web::resource("/openapi.json")
-            .route(crate::get().to(serve_document))
-            .default_service(crate::method_not_allowed("GET, HEAD")),
-    );
+    cfg.service(crate::get_only("/openapi.json", serve_document));
 }
 
 /// The docs page and its bundled assets.

@@ -27,11 +27,7 @@ const DEFAULT_LIMIT: i64 = 10;
 
 /// Routes under `/api/v1`.
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.service(
-        web::resource("/analytics")
-            .route(crate::get().to(analytics))
-            .default_service(crate::method_not_allowed("GET, HEAD")),
-    );
+    cfg.service(crate::get_only("/analytics", analytics));
 }
 
 /// The range and filters both endpoints take (read from the same query string as each

@@ -50,12 +50,7 @@ impl RootRedirect {
 /// `/` and the assets. One static resource and one static prefix, so a redirect (which comes
 /// after them in routing) pays two string comparisons for them, no pattern match.
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.service(
-        web::resource("/")
-            .route(crate::get().to(index))
-            .default_service(crate::method_not_allowed("GET, HEAD")),
-    )
-    .service(
+    cfg.service(crate::get_only("/", index)).service(
         web::scope(shortlink_dashboard::PREFIX)
             .service(web::resource("/{path:.+}").route(crate::get().to(asset))),
     );

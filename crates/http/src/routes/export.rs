@@ -16,11 +16,7 @@ use crate::state::AppState;
 
 /// Routes under `/api/v1`.
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.service(
-        web::resource("/analytics/export")
-            .route(crate::get().to(export))
-            .default_service(crate::method_not_allowed("GET, HEAD")),
-    );
+    cfg.service(crate::get_only("/analytics/export", export));
 }
 
 /// Events per page of an export.

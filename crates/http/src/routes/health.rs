@@ -12,16 +12,8 @@ use crate::state::AppState;
 /// The two probes.
 pub fn configure(cfg: &mut web::ServiceConfig) {
     // Another method is a 405, not the missing link's page (the paths are reserved slugs).
-    cfg.service(
-        web::resource("/healthz")
-            .route(crate::get().to(healthz))
-            .default_service(crate::method_not_allowed("GET, HEAD")),
-    )
-    .service(
-        web::resource("/readyz")
-            .route(crate::get().to(readyz))
-            .default_service(crate::method_not_allowed("GET, HEAD")),
-    );
+    cfg.service(crate::get_only("/healthz", healthz))
+        .service(crate::get_only("/readyz", readyz));
 }
 
 async fn healthz() -> HttpResponse {

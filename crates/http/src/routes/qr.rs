@@ -64,11 +64,7 @@ pub struct QrView {
 
 /// The route.
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.service(
-        web::resource("/qr")
-            .route(crate::get().to(qr))
-            .default_service(crate::method_not_allowed("GET, HEAD")),
-    );
+    cfg.service(crate::get_only("/qr", qr));
 }
 
 fn parse<T: std::str::FromStr>(

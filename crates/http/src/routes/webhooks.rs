@@ -146,11 +146,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             .route(web::delete().to(delete))
             .default_service(crate::method_not_allowed("GET, HEAD, DELETE")),
     )
-    .service(
-        web::resource("/webhooks/{id}/deliveries")
-            .route(crate::get().to(deliveries))
-            .default_service(crate::method_not_allowed("GET, HEAD")),
-    );
+    .service(crate::get_only("/webhooks/{id}/deliveries", deliveries));
 }
 
 fn parse_events(events: &[String]) -> Result<Vec<EventKind>, FieldError> {
