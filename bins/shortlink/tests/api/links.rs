@@ -17,6 +17,7 @@ on_both_backends!(
     get_by_id_and_by_short_code,
     patch_changes_where_the_redirect_goes_at_once,
     delete_makes_the_redirect_404_at_once,
+    a_deleted_link_keeps_the_clicks_of_its_last_moments,
     list_is_newest_first_and_pages_cover_every_link_once,
     other_workspaces_cannot_see_or_touch_a_link,
     a_taken_slug_is_a_conflict_in_any_workspace,
@@ -148,6 +149,17 @@ async fn delete_makes_the_redirect_404_at_once(app: TestApp) {
         "NOT_FOUND",
     )
     .await;
+}
+
+async fn a_deleted_link_keeps_the_clicks_of_its_last_moments(app: TestApp) {
+    let code = app.create_code("https://example.com/last").await;
+    for _ in 0..3 {
+        assert_eq!(app.visit(&code).await.status(), 302);
+    }
+
+    // At once: the clicks are still in memory, not yet written by a flush.
+    let deleted = assert_ok(app.delete(&format!("/links/{code}")).await).await;
+    assert_eq!(deleted["clicks"], 3, "{deleted}");
 }
 
 async fn list_is_newest_first_and_pages_cover_every_link_once(app: TestApp) {
