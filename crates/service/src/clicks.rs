@@ -5,7 +5,10 @@
 //! [`FLUSH_EARLY_AT`] clicks wait), and once more on graceful stop, in transactions of at most
 //! [`FLUSH_PART`] clicks (three at a time on PostgreSQL). A failed write puts its part and those
 //! after it back, so the next flush retries them: nothing counted is lost while the process
-//! lives, and a part is either written whole or not at all, so nothing is counted twice.
+//! lives, and a part is either written whole or not at all, so nothing is counted twice. A flush
+//! runs in a task of its own, whoever asked for it: a caller that stops waiting (a timeout, a
+//! request whose client went away) does not cut it short between taking the clicks and writing
+//! them.
 //!
 //! With analytics on (the default), every click keeps what the redirect saw of it (a [`Visit`]:
 //! time, client address, referrer, user agent), and the flush turns each into its analytics
@@ -185,6 +188,8 @@ pub(crate) struct ClickCounter {
     /// Held by the flush in progress: flushes take turns, so a capped link's count is read
     /// between two of them.
     turn: tokio::sync::Mutex<()>,
+    /// Where flushes run (the runtime that made the counter; without one, the caller's).
+    runtime: Option<tokio::runtime::Handle>,
 }
 
 /// Told the clicks written and the time taken by every flush that writes some; see
@@ -205,13 +210,41 @@ impl ClickCounter {
             flush_observer: std::sync::OnceLock::new(),
             limits: ClickLimits::default(),
             turn: tokio::sync::Mutex::new(()),
+            runtime: tokio::runtime::Handle::try_current().ok(),
         }
+    }
+
+    /// Runs `work` in a task of its own, in the flushes' turn, and waits for it: dropping the
+    /// wait leaves the task to finish. A flush cut short after taking the clicks would lose
+    /// them: they are put back only when a write fails.
+    async fn in_turn<T, Work>(
+        self: &Arc<Self>,
+        work: impl FnOnce(Arc<ClickCounter>) -> Work,
+    ) -> Result<T, StorageError>
+    where
+        T: Send + 'static,
+        Work: Future<Output = Result<T, StorageError>> + Send + 'static,
+    {
+        let counter = self.clone();
+        let work = work(self.clone());
+        let task = async move {
+            let _turn = counter.turn.lock().await;
+            work.await
+        };
+        let handle = match &self.runtime {
+            Some(runtime) => runtime.spawn(task),
+            None => tokio::spawn(task),
+        };
+        handle.await.map_err(|e| {
+            tracing::error!(error = %e, "a click flush stopped");
+            StorageError::Unavailable("the click flush stopped".into())
+        })?
     }
 
     /// Whether `link` has a click left under its `maxClicks` of `max`; with `take`, takes it
     /// (for the click recorded next). The first time, flushes and reads the link's count.
     pub async fn clicks_left(
-        &self,
+        self: &Arc<Self>,
         (store, base, webhooks): (&Store, &BaseUrl, &WakeHandle),
         link: &RedirectTarget,
         max: i64,
@@ -227,20 +260,19 @@ impl ClickCounter {
 
     /// Every click of `key` so far: what is pending is written first, in this flush's turn.
     async fn count_now(
-        &self,
+        self: &Arc<Self>,
         store: &Store,
         base: &BaseUrl,
         webhooks: &WakeHandle,
         key: CounterKey,
     ) -> Result<i64, StorageError> {
-        let _turn = self.turn.lock().await;
-        self.flush_in_turn(store, base, webhooks).await?;
-        Ok(store
-            .clicks_of(&[key])
-            .await?
-            .get(&key)
-            .copied()
-            .unwrap_or(0))
+        let (store, base, webhooks) = (store.clone(), base.clone(), webhooks.clone());
+        self.in_turn(|counter| async move {
+            counter.flush_in_turn(&store, &base, &webhooks).await?;
+            let counts = store.clicks_of(&[key]).await?;
+            Ok(counts.get(&key).copied().unwrap_or(0))
+        })
+        .await
     }
 
     /// Records one click on `link`. `details` runs when the click keeps them (see the module).
@@ -351,13 +383,14 @@ impl ClickCounter {
     /// Writes everything recorded so far, then wakes the webhook worker for the `link.clicked`
     /// events written with it. On failure the clicks stay pending.
     pub async fn flush(
-        &self,
+        self: &Arc<Self>,
         store: &Store,
         base: &BaseUrl,
         webhooks: &WakeHandle,
     ) -> Result<(), StorageError> {
-        let _turn = self.turn.lock().await;
-        self.flush_in_turn(store, base, webhooks).await
+        let (store, base, webhooks) = (store.clone(), base.clone(), webhooks.clone());
+        self.in_turn(|counter| async move { counter.flush_in_turn(&store, &base, &webhooks).await })
+            .await
     }
 
     /// [`ClickCounter::flush`], in the turn the caller holds.
@@ -515,7 +548,7 @@ impl ClickCounter {
     /// Flushes every [`FLUSH_INTERVAL`] until `stop` completes, then flushes what is left
     /// ([`ClickCounter::drain`]). Returns whether everything was written.
     pub async fn run(
-        &self,
+        self: &Arc<Self>,
         store: &Store,
         base: &BaseUrl,
         webhooks: &WakeHandle,
@@ -545,7 +578,7 @@ impl ClickCounter {
     /// Flushes what is left, retrying until `deadline` if the database is briefly unavailable.
     /// Returns whether everything was written.
     pub async fn drain(
-        &self,
+        self: &Arc<Self>,
         store: &Store,
         base: &BaseUrl,
         webhooks: &WakeHandle,

@@ -78,7 +78,11 @@ impl ServiceSettings {
 ///
 /// Its background tasks (the click flusher, the webhook worker) run in [`Service::run`]; clicks
 /// recorded and links created work without them, and [`Service::shutdown`] writes whatever is
-/// pending and leaves the database complete.
+/// pending and leaves the database complete. Call it before the last clone is dropped: clicks
+/// recorded and not yet written are lost with the service (said in the log at `error` when it
+/// happens). Its writes are not cut short by a caller that stops waiting for them
+/// ([`Service::flush_clicks`] or [`Service::shutdown`] under a timeout): they finish in tasks
+/// of their own.
 #[derive(Clone)]
 pub struct Service {
     inner: Arc<Inner>,
@@ -96,7 +100,7 @@ struct Inner {
     reads: SharedReads,
     /// Told when keys changed on any instance (see `propagation.rs`).
     key_observer: std::sync::OnceLock<crate::KeyObserver>,
-    clicks: ClickCounter,
+    clicks: Arc<ClickCounter>,
     /// GeoIP and User-Agent families, for clicks' events and links' targeting.
     enricher: Arc<Enricher>,
     /// Wrong password attempts, per link and per address.
@@ -109,6 +113,20 @@ struct Inner {
     /// Until when stopping may retry writing clicks: set when the first drain begins, so the
     /// drains of [`Service::run`] and [`Service::shutdown`] share one timeout.
     drain_deadline: std::sync::OnceLock<tokio::time::Instant>,
+}
+
+impl Drop for Inner {
+    /// Nothing can be written here (a write awaits): an embedder who forgot
+    /// [`Service::shutdown`] is told what was lost.
+    fn drop(&mut self) {
+        let lost = self.clicks.pending();
+        if lost > 0 {
+            tracing::error!(
+                lost,
+                "the service was dropped with clicks not written: call Service::shutdown first"
+            );
+        }
+    }
 }
 
 impl std::fmt::Debug for Service {
@@ -139,7 +157,7 @@ impl Service {
             inner: Arc::new(Inner {
                 store,
                 cache: LinkCache::new(settings.redirect_cache_ttl),
-                clicks: ClickCounter::new(settings.analytics, enricher.clone()),
+                clicks: Arc::new(ClickCounter::new(settings.analytics, enricher.clone())),
                 enricher,
                 wrong_attempts: WrongAttempts::default(),
                 settings,
@@ -391,7 +409,7 @@ impl Service {
         self.inner.settings.clock.now()
     }
 
-    pub(crate) fn click_counter(&self) -> &ClickCounter {
+    pub(crate) fn click_counter(&self) -> &Arc<ClickCounter> {
         &self.inner.clicks
     }
 

@@ -284,6 +284,44 @@ async fn every_click_recorded_is_counted_once_stopped() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flush_or_stop_no_longer_waited_for_still_writes_every_click() {
+    let test = "a_flush_or_stop_no_longer_waited_for_still_writes_every_click";
+    for (_db, service, _) in services(test).await {
+        let acme = workspace(service.store()).await;
+        let outcomes = (service.create_links(vec![new_link(&acme, "hot", "https://example.com/")]))
+            .await
+            .unwrap();
+        let CreateOutcome::Created(created) = &outcomes[0] else {
+            panic!("created")
+        };
+        let hot = service.resolve("hot").await.unwrap().unwrap();
+        let clicks = 5 * FLUSH_PART;
+        for _ in 0..clicks {
+            service.record_click(&hot, click);
+        }
+        // Each wait is given up long before its parts are written.
+        let flush = tokio::time::timeout(
+            std::time::Duration::from_micros(100),
+            service.flush_clicks(),
+        )
+        .await;
+        assert!(flush.is_err(), "given up");
+        for _ in 0..clicks {
+            service.record_click(&hot, click);
+        }
+        let stop =
+            tokio::time::timeout(std::time::Duration::from_micros(100), service.shutdown()).await;
+        assert!(stop.is_err(), "given up");
+
+        service.shutdown().await.unwrap();
+        assert_eq!(
+            clicks_of(&service, &acme, created.id).await,
+            2 * clicks as i64
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_storage_failure_is_a_service_error() {
     let db = TestDatabase::sqlite();
     let store = db.store().await;
