@@ -235,8 +235,12 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Migrate | Command::Workspace(WorkspaceCommand::Create { .. }) => {
             Store::connect(&cli.database_url, options)?
         }
-        _ => Store::connect_existing(&cli.database_url, options).map_err(|e| {
-            anyhow::anyhow!("{e}; `shortlink serve` or `shortlink workspace create` makes one")
+        _ => Store::connect_existing(&cli.database_url, options).map_err(|e| match e {
+            // No database at the path: say which commands make one.
+            e if e.is_unavailable() => {
+                anyhow::anyhow!("{e}; `shortlink serve` or `shortlink workspace create` makes one")
+            }
+            e => e.into(),
         })?,
     };
     let applied = store

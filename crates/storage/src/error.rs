@@ -37,6 +37,13 @@ pub enum StorageError {
     /// The database URL is not one this crate speaks.
     #[error("unsupported database URL '{0}': use sqlite://PATH or postgres://…")]
     UnsupportedUrl(String),
+    /// The database URL names an in-memory SQLite database, in any of its spellings: a store
+    /// holds several connections, and each would open an in-memory database of its own.
+    #[error(
+        "an in-memory SQLite database ('{0}') is not supported: each connection would see a \
+         database of its own; give a file path (sqlite://PATH)"
+    )]
+    InMemory(String),
     /// Running migrations failed.
     #[error("migrations failed: {0}")]
     Migration(String),

@@ -139,6 +139,33 @@ fn an_unsupported_database_url_fails_in_one_line() {
     cli("mysql://x", &["serve", "--listen", "127.0.0.1:0"]).one_line_error();
 }
 
+/// Each of a store's pooled connections would open an in-memory database of its own (the
+/// server failed on the first reader's empty one): every command refuses one at once, saying why
+/// and what to give instead.
+#[test]
+fn an_in_memory_sqlite_database_is_refused_in_one_line() {
+    for (url, args) in [
+        ("sqlite::memory:", &["serve", "--listen", "127.0.0.1:0"][..]),
+        ("sqlite://:memory:", &["serve", "--listen", "127.0.0.1:0"]),
+        ("sqlite://file::memory:", &["migrate"]),
+        (
+            "sqlite://file:x?mode=memory",
+            &["workspace", "create", "acme"],
+        ),
+        (":memory:", &["workspace", "list"]),
+    ] {
+        let message = cli(url, args).one_line_error().to_owned();
+        assert!(
+            message.contains("in-memory SQLite database") && message.contains(url),
+            "{url} {args:?}: {message}"
+        );
+        assert!(
+            message.contains("sqlite://PATH") && !message.contains("makes one"),
+            "{url} {args:?}: {message}"
+        );
+    }
+}
+
 #[test]
 fn a_bad_serve_flag_fails_in_one_line_before_making_a_database() {
     let db = TestDatabase::sqlite();

@@ -136,10 +136,51 @@ mod idempotency;
 mod links;
 mod webhooks;
 
-fn sqlite_path(url: &str) -> Option<&str> {
-    url.strip_prefix("sqlite://")
-        .or_else(|| url.strip_prefix("sqlite:"))
-        .filter(|p| !p.is_empty())
+/// The database a URL names.
+#[derive(Debug, PartialEq, Eq)]
+enum Location<'a> {
+    /// `postgres://…` or `postgresql://…`.
+    Postgres,
+    /// `sqlite://PATH` or `sqlite:PATH`: the path (or a SQLite `file:` URI) after the prefix.
+    Sqlite(&'a str),
+}
+
+/// Where `url` points, or why this crate cannot use it. Every URL a store is made for passes
+/// here, so an in-memory SQLite database is refused in one place, in each of its spellings: with
+/// the connections a store makes (the migrations', the writer, the readers), each would open a
+/// database of its own, empty but for what it wrote, and nothing would outlive the process.
+fn locate(url: &str) -> Result<Location<'_>, StorageError> {
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        return Ok(Location::Postgres);
+    }
+    let path = url
+        .strip_prefix("sqlite://")
+        .or_else(|| url.strip_prefix("sqlite:"));
+    if is_in_memory(path.unwrap_or(url)) {
+        return Err(StorageError::InMemory(url.to_owned()));
+    }
+    match path {
+        Some(path) if !path.is_empty() => Ok(Location::Sqlite(path)),
+        _ => Err(StorageError::UnsupportedUrl(url.to_owned())),
+    }
+}
+
+/// Whether SQLite opens `path` as a database in memory: `:memory:`, or a `file:` URI whose path
+/// is `:memory:` (`file::memory:`) or whose parameters ask for one (`mode=memory`, or the
+/// `memdb` VFS).
+fn is_in_memory(path: &str) -> bool {
+    if path == ":memory:" {
+        return true;
+    }
+    let Some(uri) = path.strip_prefix("file:") else {
+        return false;
+    };
+    let uri = uri.split('#').next().unwrap_or_default();
+    let (file, query) = uri.split_once('?').unwrap_or((uri, ""));
+    file == ":memory:"
+        || query
+            .split('&')
+            .any(|param| matches!(param, "mode=memory" | "vfs=memdb"))
 }
 
 impl Store {
@@ -190,7 +231,8 @@ impl Store {
     }
 
     /// Opens pools for `url`: `sqlite://PATH` (the file is created if missing) or
-    /// `postgres://…`. Connections are made lazily. Nothing else: [`Store::open`] is this and
+    /// `postgres://…`; an in-memory SQLite database is refused ([`StorageError::InMemory`]).
+    /// Connections are made lazily. Nothing else: [`Store::open`] is this and
     /// every step a store needs before use; this alone is for a tool that migrates on its own
     /// command ([`Store::migrate`]).
     ///
@@ -209,7 +251,8 @@ impl Store {
     }
 
     fn connect_to(url: &str, options: PoolOptions, create: bool) -> Result<Self, StorageError> {
-        if let Some(path) = sqlite_path(url)
+        let location = locate(url)?;
+        if let Location::Sqlite(path) = location
             && !create
             && !std::path::Path::new(path).exists()
         {
@@ -218,14 +261,15 @@ impl Store {
             )));
         }
         let runtime = tokio::runtime::Handle::try_current().ok();
-        let backend = if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-            let size = options.max_connections.max(2);
-            Backend::Postgres(pool::postgres(url, size, runtime.clone())?)
-        } else if let Some(path) = sqlite_path(url) {
-            let readers = options.max_connections.clamp(1, 8);
-            Backend::Sqlite(Arc::new(Sqlite::open(path, readers)?))
-        } else {
-            return Err(StorageError::UnsupportedUrl(url.to_owned()));
+        let backend = match location {
+            Location::Postgres => {
+                let size = options.max_connections.max(2);
+                Backend::Postgres(pool::postgres(url, size, runtime.clone())?)
+            }
+            Location::Sqlite(path) => {
+                let readers = options.max_connections.clamp(1, 8);
+                Backend::Sqlite(Arc::new(Sqlite::open(path, readers)?))
+            }
         };
         Ok(Self {
             backend,
@@ -417,5 +461,73 @@ impl Store {
     /// On SQLite, folds the recent codes into the code index now (as [`Store::shutdown`] does).
     pub async fn fold_codes(&self) -> Result<(), StorageError> {
         self.fold_recent_codes().await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_spelling_of_an_in_memory_sqlite_database_is_refused() {
+        for url in [
+            ":memory:",
+            "sqlite::memory:",
+            "sqlite://:memory:",
+            "file::memory:",
+            "sqlite:file::memory:",
+            "sqlite://file::memory:?cache=shared",
+            "sqlite://file:links.db?mode=memory",
+            "sqlite://file:links?cache=shared&mode=memory#part",
+            "sqlite://file:/links.db?vfs=memdb",
+        ] {
+            assert!(
+                matches!(locate(url), Err(StorageError::InMemory(ref u)) if u == url),
+                "{url}: {:?}",
+                locate(url)
+            );
+        }
+    }
+
+    #[test]
+    fn files_and_postgres_are_located_and_other_urls_refused() {
+        for (url, path) in [
+            ("sqlite://shortlink.db", "shortlink.db"),
+            ("sqlite:shortlink.db", "shortlink.db"),
+            ("sqlite:///var/lib/memory.db", "/var/lib/memory.db"),
+            ("sqlite://file:links.db?mode=rwc", "file:links.db?mode=rwc"),
+            ("sqlite://memory", "memory"),
+        ] {
+            assert_eq!(locate(url).ok(), Some(Location::Sqlite(path)), "{url}");
+        }
+        for url in ["postgres://u@h/db", "postgresql://u@h/db"] {
+            assert_eq!(locate(url).ok(), Some(Location::Postgres), "{url}");
+        }
+        for url in [
+            "mysql://x",
+            "sqlite://",
+            "sqlite:",
+            "shortlink.db",
+            "file:links.db",
+        ] {
+            assert!(
+                matches!(locate(url), Err(StorageError::UnsupportedUrl(_))),
+                "{url}"
+            );
+        }
+    }
+
+    /// The refusal comes before anything is opened, and says what to do instead.
+    #[test]
+    fn a_store_on_an_in_memory_database_is_refused_with_the_reason() {
+        let error = Store::connect("sqlite::memory:", PoolOptions::default())
+            .expect_err("an in-memory database is refused");
+        let message = error.to_string();
+        assert!(message.contains("in-memory"), "{message}");
+        assert!(message.contains("sqlite://PATH"), "{message}");
+        assert!(
+            Store::connect_existing("sqlite://:memory:", PoolOptions::default()).is_err(),
+            "connect_existing too"
+        );
     }
 }
