@@ -95,7 +95,7 @@ pub(crate) async fn sqlite(path: String) -> Result<usize, StorageError> {
 
 /// Applies pending PostgreSQL migrations while holding a session advisory lock.
 pub(crate) async fn postgres(url: String) -> Result<usize, StorageError> {
-    let conn = <AsyncPgConnection as diesel_async::AsyncConnection>::establish(&url)
+    let conn = crate::pool::establish(&url)
         .await
         .map_err(|e| StorageError::Unavailable(e.to_string()))?;
     tokio::task::spawn_blocking(move || {

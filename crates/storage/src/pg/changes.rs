@@ -3,7 +3,7 @@
 //! rolled back), and a listener on a connection of its own.
 
 use diesel::sql_types::Text;
-use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
+use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use futures_util::StreamExt;
 
 use std::time::Duration;
@@ -67,7 +67,7 @@ impl std::fmt::Debug for ChangeListener {
 impl ChangeListener {
     /// Connects to `url` and listens.
     pub(crate) async fn connect(url: &str) -> Result<Self, StorageError> {
-        let mut conn = AsyncPgConnection::establish(url)
+        let mut conn = crate::pool::establish(url)
             .await
             .map_err(|e| StorageError::Unavailable(e.to_string()))?;
         diesel::sql_query(format!("LISTEN {CHANNEL}"))

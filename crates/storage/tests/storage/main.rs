@@ -16,6 +16,7 @@ mod partitions;
 mod redirect_index;
 mod rollups;
 mod runtimes;
+mod unreachable;
 mod workspaces;
 
 use std::time::Duration;
