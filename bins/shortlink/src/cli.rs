@@ -3,7 +3,7 @@
 //! environment.
 
 use anyhow::Context;
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use shortlink_analytics::TrustedProxies;
 use shortlink_domain::{ApiKeyId, BaseUrl, DEFAULT_RATE_LIMIT};
 use shortlink_http::routes::dashboard::RootRedirect;
@@ -29,13 +29,11 @@ pub struct Cli {
     #[arg(long, env = "SHORTLINK_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text, global = true)]
     log_format: LogFormat,
 
-    /// Flags of `serve`; accepted before or after any subcommand. Being global, they are listed
-    /// in every subcommand's help too, under a heading of their own so `key create --help` does
-    /// not pass them off as its own (the other commands ignore them).
-    #[command(
-        flatten,
-        next_help_heading = "Options of serve (ignored by the other commands)"
-    )]
+    /// Flags of `serve`, for the bare `shortlink`, which serves. They are `serve`'s own flags as
+    /// well, and not global: the other commands take none of them, and their help lists only
+    /// what they take. Given before `serve` (`shortlink --listen … serve`), they count as given
+    /// after it, unless given there too ([`ServeArgs::fill_in`]).
+    #[command(flatten, next_help_heading = "Options of serve (the default command)")]
     serve: ServeArgs,
 
     #[command(subcommand)]
@@ -43,9 +41,13 @@ pub struct Cli {
 }
 
 #[derive(Debug, Subcommand)]
+#[expect(
+    clippy::large_enum_variant,
+    reason = "one value, parsed once at start; a box would buy nothing"
+)]
 enum Command {
     /// Run migrations, then serve the API and the redirects (the default).
-    Serve,
+    Serve(ServeArgs),
     /// Run pending migrations and exit.
     Migrate,
     /// Manage workspaces.
@@ -62,66 +64,64 @@ struct ServeArgs {
     #[arg(
         long,
         env = "SHORTLINK_LISTEN",
-        default_value = shortlink_server::DEFAULT_LISTEN,
-        global = true
+        default_value = shortlink_server::DEFAULT_LISTEN
     )]
     listen: String,
     /// Public base of short URLs (default `http://<listen>`).
-    #[arg(long, env = "SHORTLINK_BASE_URL", value_parser = parse_base_url, global = true)]
+    #[arg(long, env = "SHORTLINK_BASE_URL", value_parser = parse_base_url)]
     base_url: Option<BaseUrl>,
     /// Allow webhook targets on loopback and private addresses.
-    #[arg(long, env = "SHORTLINK_WEBHOOK_ALLOW_PRIVATE_TARGETS", global = true)]
+    #[arg(long, env = "SHORTLINK_WEBHOOK_ALLOW_PRIVATE_TARGETS")]
     webhook_allow_private_targets: bool,
     /// Delays between webhook delivery attempts, after the first try.
-    #[arg(long, env = "SHORTLINK_WEBHOOK_RETRY_SCHEDULE", default_value_t = RetrySchedule::default(), global = true)]
+    #[arg(long, env = "SHORTLINK_WEBHOOK_RETRY_SCHEDULE", default_value_t = RetrySchedule::default())]
     webhook_retry_schedule: RetrySchedule,
     /// Failed authentications allowed per client address per minute; past it, the address gets
     /// 429 for every request until its budget refills.
-    #[arg(long, env = "SHORTLINK_AUTH_FAILURES_PER_MINUTE", default_value_t = shortlink_http::ratelimit::AUTH_FAILURES_PER_MINUTE, global = true,
+    #[arg(long, env = "SHORTLINK_AUTH_FAILURES_PER_MINUTE", default_value_t = shortlink_http::ratelimit::AUTH_FAILURES_PER_MINUTE,
           value_parser = clap::value_parser!(u32).range(1..))]
     auth_failures_per_minute: u32,
     /// SQLite: MiB of memory for every link's redirect target, so a redirect never reads the
     /// database (about 20 bytes a link plus its code and destination); 0 for none. Past it,
     /// redirects read the database behind a bounded cache.
-    #[arg(long, env = "SHORTLINK_REDIRECT_INDEX_MIB", default_value_t = shortlink_server::DEFAULT_REDIRECT_INDEX_MIB, global = true)]
+    #[arg(long, env = "SHORTLINK_REDIRECT_INDEX_MIB", default_value_t = shortlink_server::DEFAULT_REDIRECT_INDEX_MIB)]
     redirect_index_mib: usize,
     /// SQLite: seconds between folds of the click journal into the file's counters. Longer costs
     /// less per click; it is how old the counts another process reads from the file may be.
-    #[arg(long, env = "SHORTLINK_CLICK_FOLD_SECONDS", default_value_t = shortlink_storage::CLICK_FOLD_INTERVAL.as_secs(), global = true,
+    #[arg(long, env = "SHORTLINK_CLICK_FOLD_SECONDS", default_value_t = shortlink_storage::CLICK_FOLD_INTERVAL.as_secs(),
           value_parser = clap::value_parser!(u64).range(1..=3600))]
     click_fold_seconds: u64,
     /// Send visitors of `/` to this URL instead of serving the dashboard there.
-    #[arg(long, env = "SHORTLINK_ROOT_REDIRECT", value_parser = parse_root_redirect, global = true)]
+    #[arg(long, env = "SHORTLINK_ROOT_REDIRECT", value_parser = parse_root_redirect)]
     root_redirect: Option<RootRedirect>,
     /// Log every redirect (and every other request outside the API) at `info`; otherwise at
     /// `debug`, shown only with `RUST_LOG=debug`.
-    #[arg(long, env = "SHORTLINK_LOG_REDIRECTS", global = true)]
+    #[arg(long, env = "SHORTLINK_LOG_REDIRECTS")]
     log_redirects: bool,
     /// Serve Prometheus metrics at `/metrics` on this address, a listener of its own (default:
     /// no metrics).
-    #[arg(long, env = "SHORTLINK_METRICS_LISTEN", global = true)]
+    #[arg(long, env = "SHORTLINK_METRICS_LISTEN")]
     metrics_listen: Option<String>,
     /// Proxies (CIDR blocks or addresses, comma-separated) whose `X-Forwarded-For` names the
     /// client; the right-most entry not itself trusted is the client address.
-    #[arg(long, env = "SHORTLINK_TRUSTED_PROXIES", default_value = "", value_parser = parse_trusted_proxies, global = true)]
+    #[arg(long, env = "SHORTLINK_TRUSTED_PROXIES", default_value = "", value_parser = parse_trusted_proxies)]
     trusted_proxies: TrustedProxies,
     /// A GeoIP database in the MaxMind DB format (GeoLite2-City, DB-IP lite, …) for clicks'
     /// countries and cities; reloaded on SIGHUP.
-    #[arg(long, env = "SHORTLINK_GEOIP_DB", global = true)]
+    #[arg(long, env = "SHORTLINK_GEOIP_DB")]
     geoip_db: Option<std::path::PathBuf>,
     /// Record every click as an analytics event (`on`) or only count it (`off`).
-    #[arg(long, env = "SHORTLINK_ANALYTICS", value_enum, default_value_t = Switch::On, global = true)]
+    #[arg(long, env = "SHORTLINK_ANALYTICS", value_enum, default_value_t = Switch::On)]
     analytics: Switch,
     /// Redis shared by every instance for the workspace rate limits (`redis://HOST:PORT`);
     /// without it each instance limits on its own.
-    #[arg(long, env = "REDIS_URL", global = true)]
+    #[arg(long, env = "REDIS_URL")]
     redis_url: Option<String>,
     /// Days click events are kept (0 keeps everything).
     #[arg(
         long,
         env = "SHORTLINK_ANALYTICS_RETENTION_DAYS",
-        default_value_t = 400,
-        global = true
+        default_value_t = 400
     )]
     analytics_retention_days: u64,
     /// Days webhook deliveries are kept once delivered or failed, with their attempts (0 keeps
@@ -129,10 +129,44 @@ struct ServeArgs {
     #[arg(
         long,
         env = "SHORTLINK_WEBHOOK_DELIVERY_RETENTION_DAYS",
-        default_value_t = shortlink_service::DELIVERY_RETENTION.as_secs() / DAY.as_secs(),
-        global = true
+        default_value_t = shortlink_service::DELIVERY_RETENTION.as_secs() / DAY.as_secs()
     )]
     webhook_delivery_retention_days: u64,
+}
+
+impl ServeArgs {
+    /// Takes each flag that `given_before` says was given before `serve` (where the bare
+    /// `shortlink` takes them) from `before`, the flags parsed there; those given after `serve`
+    /// are kept, as is whatever neither place was given (a variable or the default, the same in
+    /// both).
+    fn fill_in(&mut self, before: ServeArgs, given_before: impl Fn(&str) -> bool) {
+        macro_rules! fill_in {
+            ($($flag:ident),* $(,)?) => {{
+                // Every field by name: a flag added to `ServeArgs` and not here does not compile.
+                let ServeArgs { $($flag),* } = before;
+                // A field's argument id is its name.
+                $(if given_before(stringify!($flag)) { self.$flag = $flag; })*
+            }};
+        }
+        fill_in!(
+            listen,
+            base_url,
+            webhook_allow_private_targets,
+            webhook_retry_schedule,
+            auth_failures_per_minute,
+            redirect_index_mib,
+            click_fold_seconds,
+            root_redirect,
+            log_redirects,
+            metrics_listen,
+            trusted_proxies,
+            geoip_db,
+            analytics,
+            redis_url,
+            analytics_retention_days,
+            webhook_delivery_retention_days,
+        );
+    }
 }
 
 /// A day, for the retention flags.
@@ -216,6 +250,36 @@ fn parse_base_url(s: &str) -> Result<BaseUrl, String> {
 }
 
 impl Cli {
+    /// The process's command line; on a usage error, or for `--help` and `--version`, prints
+    /// what clap prints and exits.
+    pub fn from_command_line() -> Self {
+        Self::try_parse_args(std::env::args_os()).unwrap_or_else(|e| e.exit())
+    }
+
+    /// `args` (the program's name first) as a command line: [`Parser::try_parse_from`], with
+    /// serve's flags given before `serve` filled in ([`ServeArgs::fill_in`]).
+    fn try_parse_args<I, T>(args: I) -> Result<Self, clap::Error>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<std::ffi::OsString> + Clone,
+    {
+        let matches = Self::command().try_get_matches_from(args)?;
+        let mut cli =
+            Self::from_arg_matches(&matches).map_err(|e| e.format(&mut Self::command()))?;
+        if let (Some(Command::Serve(after)), Some(("serve", serve))) =
+            (&mut cli.command, matches.subcommand())
+        {
+            let on_the_line = |m: &clap::ArgMatches, id: &str| {
+                m.value_source(id) == Some(clap::parser::ValueSource::CommandLine)
+            };
+            let before = cli.serve.clone();
+            after.fill_in(before, |id| {
+                on_the_line(&matches, id) && !on_the_line(serve, id)
+            });
+        }
+        Ok(cli)
+    }
+
     /// How log lines are written.
     pub fn log_format(&self) -> LogFormat {
         self.log_format
@@ -224,9 +288,9 @@ impl Cli {
 
 /// Runs the command the user asked for.
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
-    let command = cli.command.unwrap_or(Command::Serve);
-    if let Command::Serve = command {
-        return serve(cli.database_url, cli.serve, cli.log_format).await;
+    let command = cli.command.unwrap_or(Command::Serve(cli.serve));
+    if let Command::Serve(args) = command {
+        return serve(cli.database_url, args, cli.log_format).await;
     }
     let options = PoolOptions { max_connections: 2 };
     // Only the commands that make a database may make its file: the others, given a mistyped
@@ -248,7 +312,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         .await
         .context("could not prepare the database")?;
     match command {
-        Command::Serve => unreachable!("handled above"),
+        Command::Serve(_) => unreachable!("handled above"),
         Command::Migrate => {
             // A database a newer build migrated has nothing pending here, but is not up to date
             // for this build: its `/readyz` would say so.
@@ -359,4 +423,88 @@ async fn serve(database_url: String, args: ServeArgs, log_format: LogFormat) -> 
         "serving"
     );
     app.run_until_stopped().await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `shortlink ARGS…`, parsed.
+    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::try_parse_args(std::iter::once("shortlink").chain(args.iter().copied()))
+    }
+
+    /// The flags `serve` runs with, given `args`.
+    fn serve_args(args: &[&str]) -> ServeArgs {
+        let cli = parse(args).expect("a valid command line");
+        match cli.command {
+            None => cli.serve,
+            Some(Command::Serve(args)) => args,
+            Some(other) => panic!("not serve: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_command_line_is_well_formed() {
+        Cli::command().debug_assert();
+    }
+
+    /// Before `serve` (where the bare `shortlink` takes them) or after it, serve's flags count;
+    /// given in both places, the one after `serve` wins.
+    #[test]
+    fn serve_flags_count_before_and_after_serve() {
+        assert_eq!(
+            serve_args(&["--listen", "127.0.0.1:1"]).listen,
+            "127.0.0.1:1"
+        );
+        assert_eq!(
+            serve_args(&["serve", "--listen", "127.0.0.1:2"]).listen,
+            "127.0.0.1:2"
+        );
+        let mixed = serve_args(&[
+            "--listen",
+            "127.0.0.1:3",
+            "--redis-url",
+            "redis://before",
+            "serve",
+            "--redis-url",
+            "redis://after",
+            "--log-redirects",
+        ]);
+        assert_eq!(mixed.listen, "127.0.0.1:3");
+        assert_eq!(mixed.redis_url.as_deref(), Some("redis://after"));
+        assert!(mixed.log_redirects);
+    }
+
+    /// The administration commands take none of serve's flags, and their help lists none.
+    #[test]
+    fn the_admin_commands_neither_take_nor_list_serve_flags() {
+        let refused = parse(&["workspace", "list", "--listen", "127.0.0.1:1"])
+            .expect_err("workspace list takes no --listen");
+        assert_eq!(refused.kind(), clap::error::ErrorKind::UnknownArgument);
+        for command in [
+            &["migrate"][..],
+            &["workspace"],
+            &["workspace", "create"],
+            &["workspace", "list"],
+            &["workspace", "update"],
+            &["key"],
+            &["key", "create"],
+            &["key", "list"],
+            &["key", "revoke"],
+        ] {
+            let args = [command, &["--help"]].concat();
+            let help = parse(&args).expect_err("help is shown").to_string();
+            assert!(help.contains("--database-url"), "{command:?}: {help}");
+            for serves in ["--listen", "--redis-url", "Options of serve"] {
+                assert!(!help.contains(serves), "{command:?} lists {serves}: {help}");
+            }
+        }
+        for command in [&["serve"][..], &[]] {
+            let args = [command, &["--help"]].concat();
+            let help = parse(&args).expect_err("help is shown").to_string();
+            assert!(help.contains("--listen"), "{command:?}: {help}");
+            assert!(help.contains("SHORTLINK_LISTEN"), "{command:?}: {help}");
+        }
+    }
 }

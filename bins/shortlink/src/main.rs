@@ -5,10 +5,8 @@ mod logging;
 
 use std::process::ExitCode;
 
-use clap::Parser;
-
 fn main() -> ExitCode {
-    let cli = cli::Cli::parse();
+    let cli = cli::Cli::from_command_line();
     let logging = logging::Logging::init(cli.log_format());
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,

@@ -458,14 +458,38 @@ async fn the_click_fold_interval_is_how_soon_clicks_reach_the_file_and_zero_is_r
     .await;
 }
 
+/// The administration commands' help lists what they take, not serve's flags; `serve --help`
+/// lists those, with the variables that set them.
 #[test]
-fn a_subcommands_help_sets_the_serve_flags_apart_from_its_own() {
+fn an_admin_commands_help_lists_only_what_it_takes() {
+    for args in [
+        &["workspace", "--help"][..],
+        &["workspace", "create", "--help"],
+        &["key", "create", "--help"],
+        &["migrate", "--help"],
+    ] {
+        let out = run(args);
+        let help = out.success();
+        assert!(help.contains("--database-url"), "{args:?}: {help}");
+        assert!(!help.contains("--listen"), "{args:?}: {help}");
+    }
     let out = run(&["key", "create", "--help"]);
+    assert!(out.success().contains("--workspace"), "{}", out.stdout);
+    let out = run(&["serve", "--help"]);
     let help = out.success();
-    let heading = help
-        .find("Options of serve (ignored by the other commands):")
-        .unwrap_or_else(|| panic!("no heading for the serve flags:\n{help}"));
-    let own = help.find("--workspace").expect("its own flag is listed");
-    let listen = help.find("--listen").expect("the serve flags are listed");
-    assert!(own < heading && heading < listen, "{help}");
+    assert!(
+        help.contains("--listen") && help.contains("SHORTLINK_LISTEN"),
+        "{help}"
+    );
+}
+
+/// serve's flags given before `serve`, where the bare `shortlink` takes them, reach the server.
+#[test]
+fn serve_flags_before_serve_reach_it() {
+    let db = TestDatabase::sqlite();
+    let args = ["--listen", "not-an-address", "serve", "--database-url"];
+    let message = run(&[&args[..], &[db.url.as_str()]].concat())
+        .one_line_error()
+        .to_owned();
+    assert!(message.contains("not-an-address"), "{message}");
 }
