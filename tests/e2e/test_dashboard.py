@@ -222,6 +222,45 @@ def test_import_250_rows_of_which_3_are_bad(dashboard, tmp_path):
     assert dashboard.server.api("GET", "/links/imp-bad-url")[0] == 404
 
 
+def test_failed_rows_downloaded_twice_keep_one_error_column(dashboard, tmp_path):
+    """A download of the failed rows, fixed in part and imported again: its `error` column gets
+    the new reason, rather than a second `error` column after it."""
+    file = tmp_path / "first.csv"
+    file.write_text("destination,customSlug\r\n"
+                    "https://example.com/dl/ok,e2e-dl-ok\r\n"
+                    "not a url,e2e-dl-bad\r\n"
+                    "https://example.com/dl/api,api\r\n")
+    page = dashboard.sign_in()
+    page.get_by_role("link", name="Import", exact=True).click()
+
+    def import_and_download(path, summary):
+        page.get_by_label("CSV file").set_input_files(path)
+        page.get_by_role("button", name="Import", exact=True).click()
+        expect(page.get_by_text(summary)).to_be_visible()
+        with page.expect_download() as download:
+            page.get_by_role("button", name="Download the failed rows").click()
+        saved = tmp_path / f"failed-{path.stem}.csv"
+        download.value.save_as(saved)
+        return list(csv.reader(io.StringIO(saved.read_text(), newline="")))
+
+    first = import_and_download(file, "1 created, 2 failed, of 3 rows.")
+    assert first[0] == ["destination", "customSlug", "error"], first
+    assert [row[:2] for row in first[1:]] == [["not a url", "e2e-dl-bad"], ["https://example.com/dl/api", "api"]]
+    assert "destination" in first[1][2] and "reserved" in first[2][2], first
+
+    # The reserved slug is swapped for one taken by the first import: that row fails anew.
+    first[2][1] = "e2e-dl-ok"
+    again = tmp_path / "again.csv"
+    with again.open("w", newline="") as out:
+        csv.writer(out, lineterminator="\r\n").writerows(first)
+    second = import_and_download(again, "0 created, 2 failed, of 2 rows.")
+    assert second[0] == ["destination", "customSlug", "error"], second
+    assert all(len(row) == 3 for row in second), second
+    assert second[1] == first[1], "the same failure, the same reason"
+    assert second[2][:2] == ["https://example.com/dl/api", "e2e-dl-ok"], second
+    assert "e2e-dl-ok" in second[2][2] and "reserved" not in second[2][2], second
+
+
 def test_a_double_click_on_import_imports_once(dashboard, tmp_path):
     file = tmp_path / "twice.csv"
     file.write_text("destination,customSlug\n" + "".join(f"https://example.com/twice/{i},e2e-twice-{i}\n" for i in range(3)))

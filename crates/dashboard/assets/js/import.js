@@ -167,7 +167,14 @@ function explain(error) {
   return details.length ? details.join(" — ") : error.message;
 }
 
+/** The failed rows as the file had them, with why each failed in an `error` column. A file
+ * downloaded here comes back with that column: the new error takes its place, so the file has
+ * one `error` column however often it goes round (the first, where it was; others dropped). */
 function downloadFailed(header, failed) {
-  const text = csvLine([...header, "error"]) + failed.map((r) => csvLine([...header.map((_, i) => r.cells[i] ?? ""), explain(r.result.error)])).join("");
+  const errorAt = header.includes("error") ? header.indexOf("error") : header.length;
+  const line = (cell, error) => csvLine([...header, "error"].flatMap((name, i) =>
+    (i === errorAt ? [error] : name === "error" ? [] : [cell(i)])));
+  const text = line((i) => header[i], "error")
+    + failed.map((r) => line((i) => r.cells[i] ?? "", explain(r.result.error))).join("");
   download(new Blob([text], { type: "text/csv" }), "failed-rows.csv");
 }
