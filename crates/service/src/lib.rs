@@ -15,6 +15,8 @@ mod series;
 mod service;
 mod shared_reads;
 mod spill;
+#[cfg(test)]
+mod test_log;
 
 pub use cache::{FOUND_TTL, STALE_FOR};
 pub use clicks::{FLUSH_EARLY_AT, FLUSH_INTERVAL, FLUSH_PART, FlushObserver, MAX_PENDING_DETAILS};

@@ -628,3 +628,39 @@ async fn housekeeping(
 fn unavailable() -> StorageError {
     StorageError::Unavailable("the database was unavailable a moment ago".into())
 }
+
+#[cfg(test)]
+mod tests {
+    use shortlink_domain::{BaseUrl, Destination, Timestamp, Visit, WorkspaceId};
+    use shortlink_storage::testing::TestDatabase;
+    use shortlink_storage::{CounterKey, RedirectTarget};
+
+    use super::{Service, ServiceSettings};
+
+    #[tokio::test]
+    async fn a_service_dropped_with_clicks_not_written_says_how_many() {
+        let db = TestDatabase::sqlite();
+        let base = BaseUrl::parse("https://sho.rt").expect("a base URL");
+        let service = Service::new(db.store().await, ServiceSettings::new(base)).expect("made");
+        let link = RedirectTarget {
+            counter: CounterKey(1),
+            workspace_id: WorkspaceId::generate(),
+            destination: Destination::from_trusted("https://example.com/".into()),
+            rules: None,
+        };
+        let visit = || Visit {
+            timestamp: Timestamp::now(),
+            address: None,
+            referrer: None,
+            user_agent: None,
+        };
+        for _ in 0..3 {
+            service.record_click(&link, visit);
+        }
+        let text = crate::test_log::logged(|| drop(service));
+        assert!(
+            text.contains("ERROR") && text.contains("lost=3") && text.contains("Service::shutdown"),
+            "{text}"
+        );
+    }
+}

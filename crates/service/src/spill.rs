@@ -272,39 +272,17 @@ mod tests {
         assert!(spill.read_part(3).unwrap().is_empty());
     }
 
-    /// What a test logged, as text.
-    #[derive(Clone, Default)]
-    struct Logged(Arc<Mutex<Vec<u8>>>);
-
-    impl Write for Logged {
-        fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
-            locked(&self.0).extend_from_slice(bytes);
-            Ok(bytes.len())
-        }
-
-        fn flush(&mut self) -> io::Result<()> {
-            Ok(())
-        }
-    }
-
     #[test]
     fn each_file_started_is_logged_once() {
-        let logged = Logged::default();
-        let writer = logged.clone();
-        let subscriber = tracing_subscriber::fmt()
-            .with_writer(move || writer.clone())
-            .with_ansi(false)
-            .finish();
         let spill = Spill::new();
         let workspace = WorkspaceId::generate();
-        tracing::subscriber::with_default(subscriber, || {
+        let text = crate::test_log::logged(|| {
             for i in 0..3 {
                 spill.push(CounterKey(i), workspace, visit(i)).unwrap();
             }
             read_all(&spill, 10);
             spill.push(CounterKey(3), workspace, visit(3)).unwrap();
         });
-        let text = String::from_utf8(locked(&logged.0).clone()).unwrap();
         let started = "further ones are kept in a temporary file";
         assert_eq!(text.matches(started).count(), 2, "{text}");
         assert!(
