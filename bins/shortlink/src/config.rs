@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use shortlink_domain::BaseUrl;
+use shortlink_http::HttpSettings;
 use shortlink_http::routes::dashboard::RootRedirect;
 use shortlink_storage::{PoolOptions, ServerOptions};
 use shortlink_webhooks::RetrySchedule;
@@ -75,26 +76,27 @@ impl Config {
     /// that uses the setting, so that it is written once.
     pub fn new(database_url: impl Into<String>) -> Self {
         let server = ServerOptions::default();
+        let http = HttpSettings::default();
         Self {
             database_url: database_url.into(),
             listen: DEFAULT_LISTEN.into(),
             base_url: None,
-            webhook_allow_private_targets: false,
+            webhook_allow_private_targets: http.webhook_allow_private_targets,
             webhook_retry_schedule: RetrySchedule::default(),
-            auth_failures_per_minute: shortlink_http::ratelimit::AUTH_FAILURES_PER_MINUTE,
+            auth_failures_per_minute: http.auth_failures_per_minute,
             max_connections: PoolOptions::default().max_connections,
             redirect_index_mib: server.redirect_index_mib,
             click_fold_interval: server.click_fold_interval,
             workers: None,
             first_run_banner: true,
             stop_on_signals: true,
-            root_redirect: None,
+            root_redirect: http.root_redirect,
             log_redirects: false,
             metrics_listen: None,
-            request_body_timeout: shortlink_http::extract::REQUEST_BODY_TIMEOUT,
-            trusted_proxies: Default::default(),
+            request_body_timeout: http.request_body_timeout,
+            trusted_proxies: http.trusted_proxies,
             geoip_db: None,
-            redis_url: None,
+            redis_url: http.redis_url,
             analytics: true,
             analytics_retention: Some(shortlink_service::ANALYTICS_RETENTION),
             delivery_retention: Some(shortlink_service::DELIVERY_RETENTION),

@@ -9,7 +9,16 @@ use shortlink_storage::Store;
 use crate::auth::KeyCache;
 use crate::ratelimit::{AuthFailureGuard, RateLimiter};
 
-/// Settings the routes need beyond the service's.
+/// Settings the routes need beyond the service's. [`HttpSettings::default`] has the server's
+/// defaults; set the fields that differ:
+///
+/// ```
+/// let settings = shortlink_http::HttpSettings {
+///     auth_failures_per_minute: 50,
+///     ..shortlink_http::HttpSettings::default()
+/// };
+/// # assert!(settings.redis_url.is_none());
+/// ```
 #[derive(Debug, Clone)]
 pub struct HttpSettings {
     /// Whether webhooks may target loopback and private addresses.
@@ -25,6 +34,22 @@ pub struct HttpSettings {
     pub trusted_proxies: shortlink_analytics::TrustedProxies,
     /// Where the rate limits shared by every instance live (`--redis-url`); none by default.
     pub redis_url: Option<String>,
+}
+
+impl Default for HttpSettings {
+    /// The server's defaults: private webhook targets refused,
+    /// [`crate::ratelimit::AUTH_FAILURES_PER_MINUTE`], the dashboard at `/`,
+    /// [`crate::extract::REQUEST_BODY_TIMEOUT`], no trusted proxy, rate limits per instance.
+    fn default() -> Self {
+        Self {
+            webhook_allow_private_targets: false,
+            auth_failures_per_minute: crate::ratelimit::AUTH_FAILURES_PER_MINUTE,
+            root_redirect: None,
+            request_body_timeout: crate::extract::REQUEST_BODY_TIMEOUT,
+            trusted_proxies: Default::default(),
+            redis_url: None,
+        }
+    }
 }
 
 /// The state behind every route, built once by the server and shared by all workers.
