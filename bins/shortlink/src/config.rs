@@ -7,7 +7,7 @@ use shortlink_domain::BaseUrl;
 use shortlink_http::HttpSettings;
 use shortlink_http::routes::dashboard::RootRedirect;
 use shortlink_storage::{PoolOptions, ServerOptions};
-use shortlink_webhooks::RetrySchedule;
+use shortlink_webhooks::{RetrySchedule, WorkerConfig};
 
 pub use shortlink_storage::DEFAULT_REDIRECT_INDEX_MIB;
 
@@ -81,7 +81,7 @@ impl Config {
             database_url: database_url.into(),
             listen: DEFAULT_LISTEN.into(),
             base_url: None,
-            webhook_allow_private_targets: http.webhook_allow_private_targets,
+            webhook_allow_private_targets: WorkerConfig::default().allow_private,
             webhook_retry_schedule: RetrySchedule::default(),
             auth_failures_per_minute: http.auth_failures_per_minute,
             max_connections: PoolOptions::default().max_connections,

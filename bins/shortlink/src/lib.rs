@@ -127,7 +127,6 @@ impl Application {
             None
         };
         let settings = HttpSettings {
-            webhook_allow_private_targets: config.webhook_allow_private_targets,
             auth_failures_per_minute: config.auth_failures_per_minute,
             root_redirect: config.root_redirect.clone(),
             request_body_timeout: config.request_body_timeout,

@@ -9,8 +9,10 @@ use shortlink_storage::Store;
 use crate::auth::KeyCache;
 use crate::ratelimit::{AuthFailureGuard, RateLimiter};
 
-/// Settings the routes need beyond the service's. [`HttpSettings::default`] has the server's
-/// defaults; set the fields that differ:
+/// Settings the routes need beyond the service's. Whether webhooks may target loopback and
+/// private addresses is the service's (`ServiceSettings::webhooks.allow_private`), which both
+/// the registration of an endpoint and its deliveries go by. [`HttpSettings::default`] has the
+/// server's defaults; set the fields that differ:
 ///
 /// ```
 /// let settings = shortlink_http::HttpSettings {
@@ -21,8 +23,6 @@ use crate::ratelimit::{AuthFailureGuard, RateLimiter};
 /// ```
 #[derive(Debug, Clone)]
 pub struct HttpSettings {
-    /// Whether webhooks may target loopback and private addresses.
-    pub webhook_allow_private_targets: bool,
     /// Failed authentications allowed per client address per minute.
     pub auth_failures_per_minute: u32,
     /// Where `/` sends visitors instead of serving the dashboard (`--root-redirect`).
@@ -37,12 +37,10 @@ pub struct HttpSettings {
 }
 
 impl Default for HttpSettings {
-    /// The server's defaults: private webhook targets refused,
-    /// [`crate::ratelimit::AUTH_FAILURES_PER_MINUTE`], the dashboard at `/`,
+    /// The server's defaults: [`crate::ratelimit::AUTH_FAILURES_PER_MINUTE`], the dashboard at `/`,
     /// [`crate::extract::REQUEST_BODY_TIMEOUT`], no trusted proxy, rate limits per instance.
     fn default() -> Self {
         Self {
-            webhook_allow_private_targets: false,
             auth_failures_per_minute: crate::ratelimit::AUTH_FAILURES_PER_MINUTE,
             root_redirect: None,
             request_body_timeout: crate::extract::REQUEST_BODY_TIMEOUT,

@@ -32,7 +32,9 @@ pub struct ServiceSettings {
     /// The public base of short URLs: its domain is the one codes are resolved on and links
     /// created on, and event payloads carry short URLs under it.
     pub base_url: BaseUrl,
-    /// How the webhook delivery worker runs.
+    /// How the webhook delivery worker runs. Its `allow_private` also decides whether
+    /// endpoints on loopback and private addresses may be registered (`shortlink-http` reads it
+    /// through [`Service::webhook_settings`]).
     pub webhooks: WorkerConfig,
     /// How long a stop keeps retrying to write the last clicks while the database is
     /// unavailable ([`CLICK_DRAIN_TIMEOUT`] by default).
@@ -186,6 +188,13 @@ impl Service {
     /// The short domain (`host[:port]`) codes are resolved and links created on.
     pub fn domain(&self) -> &str {
         self.inner.settings.base_url.domain()
+    }
+
+    /// How the webhook delivery worker runs ([`ServiceSettings::webhooks`]). Its
+    /// `allow_private` is also whether an endpoint on a loopback or private address may be
+    /// registered: one setting, so no endpoint is accepted whose deliveries would be refused.
+    pub fn webhook_settings(&self) -> &WorkerConfig {
+        &self.inner.settings.webhooks
     }
 
     /// The link a redirect for `code` follows. A store that holds every link in memory

@@ -135,6 +135,55 @@ async fn private_targets_are_refused_unless_allowed() {
     assert_eq!(hook["targetUrl"], "https://hooks.example.com/in");
 }
 
+/// An embedder says once, on the service, that webhooks may target private addresses: the
+/// registration of an endpoint goes by the setting its deliveries go by.
+#[actix_web::test]
+async fn an_embedder_allows_private_targets_on_the_service_alone() {
+    use actix_web::{App, middleware::from_fn, test};
+    use shortlink_http::{AppState, HttpSettings};
+    use shortlink_service::{Service, ServiceSettings};
+    use shortlink_storage::{Store, StoreOptions};
+    use shortlink_webhooks::WorkerConfig;
+
+    let db = TestDatabase::sqlite();
+    let store = Store::open(&db.url, StoreOptions::default())
+        .await
+        .expect("the test database opens");
+    let settings = ServiceSettings {
+        webhooks: WorkerConfig {
+            allow_private: true,
+            ..WorkerConfig::default()
+        },
+        ..ServiceSettings::new(shortlink_domain::BaseUrl::parse("https://sho.rt").expect("a base"))
+    };
+    let service = Service::new(store.clone(), settings).expect("the service starts");
+    let workspace = shortlink_server::admin::create_workspace(&store, "acme", 100)
+        .await
+        .expect("the workspace is created");
+    let (_, secret) = shortlink_server::admin::create_key(&store, &workspace, "tests")
+        .await
+        .expect("the key is created");
+    let state = actix_web::web::Data::new(AppState::new(service.clone(), HttpSettings::default()));
+    let app = test::init_service(
+        App::new()
+            .wrap(from_fn(shortlink_http::middleware::request_context))
+            .configure(|cfg| shortlink_http::configure(cfg, state)),
+    )
+    .await;
+
+    let request = test::TestRequest::post()
+        .uri("/api/v1/webhooks")
+        .insert_header(("Authorization", format!("Bearer {}", secret.expose())))
+        .set_json(json!({ "targetUrl": "http://127.0.0.1:9/hook", "events": ["link.created"] }))
+        .to_request();
+    let res = test::call_service(&app, request).await;
+    let status = res.status();
+    let body: Value = test::read_body_json(res).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["data"]["targetUrl"], "http://127.0.0.1:9/hook");
+    service.shutdown().await.expect("the service stops");
+}
+
 #[tokio::test]
 async fn deleted_and_other_workspaces_webhooks_are_404() {
     let app = TestApp::spawn().await;

@@ -185,7 +185,8 @@ async fn create(
     let body = body.into_inner()?;
     let target = WebhookTarget::parse(
         &body.target_url,
-        state.settings.webhook_allow_private_targets,
+        // The delivery worker's setting: an endpoint it would refuse to deliver to is refused.
+        state.service.webhook_settings().allow_private,
     )
     .map_err(|e| FieldError::new("targetUrl", e));
     let events = parse_events(&body.events);
