@@ -27,12 +27,53 @@ crate::helpers::on_both_backends_behind_a_proxy!(
     a_new_slug_frees_the_old_one_at_once,
 );
 
+crate::helpers::on_both_backends!(a_country_key_given_twice_is_refused_on_every_write);
+
 const IPHONE: &str = "Mozilla/5.0 (iPhone; CPU iPhone OS 17_5 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.5 Mobile/15E148 Safari/604.1";
 const ANDROID: &str = "Mozilla/5.0 (Linux; Android 14; Pixel 8) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126.0.0.0 Mobile Safari/537.36";
 const DESKTOP: &str = "Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0";
 const SLACK: &str = "Slackbot-LinkExpanding 1.0 (+https://api.slack.com/robots)";
 const LONDON: &str = "81.2.69.142";
 const LINKOPING: &str = "89.160.20.112";
+
+/// `geo` with one country key twice is 400 naming `geo` (which destination was meant cannot be
+/// told), as `gb` beside `GB` is, on a creation, a bulk item and a change; nothing is written.
+async fn a_country_key_given_twice_is_refused_on_every_write(app: TestApp) {
+    const TWICE: &str = r#"{"GB": "https://a.example/", "GB": "https://b.example/"}"#;
+    const CASES: &str = r#"{"gb": "https://a.example/", "GB": "https://b.example/"}"#;
+    let json = |method: Method, path: &str, body: String| {
+        send(
+            app.api(method, path)
+                .header("content-type", "application/json")
+                .body(body),
+        )
+    };
+    let link = app
+        .create_link(&json!({"destination": "https://example.com/kept", "customSlug": "kept"}))
+        .await;
+    for geo in [TWICE, CASES] {
+        let created = format!(r#"{{"destination": "https://example.com/", "geo": {geo}}}"#);
+        let res = json(Method::POST, "/links", created.clone()).await;
+        let error = assert_invalid(res, &["geo"]).await;
+        assert!(text(&error["message"]).contains("GB"), "{error}");
+
+        let res = json(Method::POST, "/links/bulk", format!("[{created}]")).await;
+        let results = assert_ok(res).await;
+        assert_eq!(
+            results[0]["error"]["code"], "VALIDATION_FAILED",
+            "{results}"
+        );
+        assert_eq!(
+            results[0]["error"]["details"][0]["field"], "geo",
+            "{results}"
+        );
+
+        let res = json(Method::PATCH, "/links/kept", format!(r#"{{"geo": {geo}}}"#)).await;
+        assert_invalid(res, &["geo"]).await;
+    }
+    let page = assert_ok(app.get("/links").await).await;
+    assert_eq!(page["items"], json!([link]), "nothing created or changed");
+}
 
 /// A browser's GET of `/{code}` from `client` (through the trusted proxy).
 async fn browse(app: &TestApp, code: &str, client: &str, agent: &str) -> Response {

@@ -62,7 +62,7 @@ macro_rules! link_body {
             /// Destinations by visitor country: `{"GB": "https://…"}` (ISO 3166-1 alpha-2).
             #[serde(default, deserialize_with = "nullable")]
             #[schema(value_type = Option<BTreeMap<String, String>>)]
-            pub geo: Option<Option<BTreeMap<String, String>>>,
+            pub geo: Option<Option<GeoEntries>>,
             /// Up to 10 tags of 1 to 50 characters.
             #[serde(default, deserialize_with = "nullable")]
             #[schema(value_type = Option<Vec<String>>, max_items = 10)]
@@ -142,6 +142,37 @@ link_body! {
     }
 }
 
+/// `geo` as written: each country key with its URL, in order, a key given twice kept twice, so
+/// that `geo_of` refuses it as it refuses `gb` beside `GB` (a map would keep the last value
+/// silently).
+#[derive(Debug, Default)]
+pub struct GeoEntries(Vec<(String, String)>);
+
+impl<'de> Deserialize<'de> for GeoEntries {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Entries;
+        impl<'de> serde::de::Visitor<'de> for Entries {
+            type Value = GeoEntries;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("an object of country codes and URLs")
+            }
+
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<GeoEntries, A::Error> {
+                let mut entries = Vec::with_capacity(map.size_hint().unwrap_or(0).min(16));
+                while let Some(entry) = map.next_entry::<String, String>()? {
+                    entries.push(entry);
+                }
+                Ok(GeoEntries(entries))
+            }
+        }
+        d.deserialize_map(Entries)
+    }
+}
+
 /// The option fields of a body.
 struct OptionFields {
     expires_at: Option<Option<String>>,
@@ -151,7 +182,7 @@ struct OptionFields {
     redirect_type: Option<Option<u16>>,
     ios: Option<Option<String>>,
     android: Option<Option<String>>,
-    geo: Option<Option<BTreeMap<String, String>>>,
+    geo: Option<Option<GeoEntries>>,
     tags: Option<Option<Vec<String>>>,
     archived: Option<Option<bool>>,
     title: Option<Option<String>>,
@@ -304,14 +335,11 @@ fn whole(n: &serde_json::Number) -> Option<i64> {
     })
 }
 
-/// `geo`'s countries and destinations. A country named twice (`gb` and `GB`) is an error, not
-/// one of them silently dropped.
-fn geo_of(
-    base: &BaseUrl,
-    geo: BTreeMap<String, String>,
-) -> Result<BTreeMap<CountryCode, Destination>, String> {
+/// `geo`'s countries and destinations. A country named twice (`GB` twice, or `gb` and `GB`) is
+/// an error, not one of them silently dropped.
+fn geo_of(base: &BaseUrl, geo: GeoEntries) -> Result<BTreeMap<CountryCode, Destination>, String> {
     let mut countries = BTreeMap::new();
-    for (country, url) in geo {
+    for (country, url) in geo.0 {
         let code = CountryCode::parse(&country).map_err(|e| e.to_string())?;
         let to = Destination::parse(&url, base).map_err(|e| {
             format!(
@@ -386,6 +414,17 @@ mod tests {
             parse_json(br#"{"destination": null, "customSlug": null}"#).unwrap();
         let e = validate_update(&base(), body).unwrap_err();
         assert_eq!(fields(e), ["destination", "customSlug"]);
+    }
+
+    #[test]
+    fn a_country_key_given_twice_is_refused() {
+        let body: CreateLinkRequest = parse_json(
+            br#"{"destination": "https://x.com",
+                "geo": {"GB": "https://a.example/", "GB": "https://b.example/"}}"#,
+        )
+        .expect("the body parses");
+        let e = validate_creation(&base(), body).expect_err("the body is refused");
+        assert_eq!(fields(e), ["geo"]);
     }
 
     #[test]
