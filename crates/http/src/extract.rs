@@ -265,6 +265,23 @@ pub fn parse_query<T: DeserializeOwned>(query: &str) -> Result<T, ApiError> {
     })
 }
 
+/// The most items a page holds: `limit` of the lists and of the analytics breakdowns.
+pub const MAX_PAGE_LIMIT: i64 = 100;
+
+/// A page size from a query (`#[serde(default, deserialize_with = "page_limit")]`): 1 to
+/// [`MAX_PAGE_LIMIT`]. Anything else, a word as much as a number out of range, is refused
+/// saying what is allowed (the query parser's own text, "invalid digit found in string", says
+/// nothing of it).
+pub fn page_limit<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<i64>, D::Error> {
+    let text = <std::borrow::Cow<'de, str> as serde::Deserialize>::deserialize(d)?;
+    match text.parse::<i64>() {
+        Ok(limit) if (1..=MAX_PAGE_LIMIT).contains(&limit) => Ok(Some(limit)),
+        _ => Err(serde::de::Error::custom(format!(
+            "limit must be an integer from 1 to {MAX_PAGE_LIMIT}"
+        ))),
+    }
+}
+
 /// The query of an endpoint that takes no parameters: any is a 400 naming it, so a client that
 /// believes it filters or pages (`?limit=`, `?cursor=`) learns that it does not.
 #[derive(Debug, serde::Deserialize)]
@@ -338,5 +355,34 @@ mod tests {
         assert!(
             matches!(e, ApiError::Validation { ref message, .. } if message == "request body is not valid JSON")
         );
+    }
+
+    #[test]
+    fn a_page_limit_says_what_is_allowed() {
+        #[derive(Debug, Deserialize)]
+        struct Page {
+            #[serde(default, deserialize_with = "page_limit")]
+            limit: Option<i64>,
+        }
+        let page = parse_query::<Page>("").expect("no limit is the default");
+        assert_eq!(page.limit, None);
+        let page = parse_query::<Page>("limit=100").expect("a limit in range");
+        assert_eq!(page.limit, Some(100));
+        for query in [
+            "limit=abc",
+            "limit=",
+            "limit=0",
+            "limit=101",
+            "limit=-1",
+            "limit=1.5",
+        ] {
+            let e = parse_query::<Page>(query).expect_err("the limit is refused");
+            let ApiError::Validation { message, details } = e else {
+                panic!("a validation error for {query}")
+            };
+            assert_eq!(message, "limit must be an integer from 1 to 100", "{query}");
+            assert_eq!(details.len(), 1, "{query}");
+            assert_eq!(details[0].field, "limit", "{query}");
+        }
     }
 }

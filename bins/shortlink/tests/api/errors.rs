@@ -323,6 +323,34 @@ async fn bad_query_parameters_are_named() {
     assert_ok(app.get(&format!("/links/{code}")).await).await;
 }
 
+/// Every `limit` (the links, an endpoint's deliveries, the analytics breakdowns) refuses a word
+/// or a number out of range with one message saying what it takes, not the integer parser's.
+#[tokio::test]
+async fn every_page_limit_says_what_it_takes() {
+    let app = TestApp::spawn().await;
+    let target = app.url("/healthz");
+    let hook = assert_ok(
+        app.post_json(
+            "/webhooks",
+            &json!({ "targetUrl": target, "events": ["link.created"] }),
+        )
+        .await,
+    )
+    .await;
+    let deliveries = format!("/webhooks/{}/deliveries", text(&hook["id"]));
+    for list in ["/links", &deliveries, "/analytics?groupBy=countries"] {
+        let join = if list.contains('?') { '&' } else { '?' };
+        for limit in ["abc", "", "0", "101", "2.5"] {
+            let res = app.get(&format!("{list}{join}limit={limit}")).await;
+            let error = assert_invalid(res, &["limit"]).await;
+            assert_eq!(
+                error["message"], "limit must be an integer from 1 to 100",
+                "{list} limit={limit}"
+            );
+        }
+    }
+}
+
 #[tokio::test]
 async fn unknown_links_and_routes_are_404() {
     let app = TestApp::spawn().await;

@@ -87,6 +87,7 @@ pub struct AnalyticsQuery {
     #[param(pattern = "^(hour|day|week|month)$")]
     pub interval: Option<String>,
     /// Most breakdown entries, 1 to 100 (default 10).
+    #[serde(default, deserialize_with = "crate::extract::page_limit")]
     #[param(minimum = 1, maximum = 100)]
     pub limit: Option<i64>,
 }
@@ -356,9 +357,6 @@ async fn analytics(
         parse::<AnalyticsQuery>(req.query_string(), &["groupBy", "interval", "limit"])?;
     let shape = shape(&query)?;
     let limit = query.limit.unwrap_or(DEFAULT_LIMIT);
-    if !(1..=100).contains(&limit) {
-        return Err(ApiError::field("limit", "limit must be between 1 and 100"));
-    }
     let (filter, zone) = events(&state, &auth, &selection).await?;
     match shape {
         Shape::Count => {

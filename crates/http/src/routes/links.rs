@@ -60,7 +60,7 @@ impl ToSchema for BulkRequest {}
 #[into_params(parameter_in = Query)]
 pub struct ListQuery {
     /// Page size, 1 to 100 (default 20).
-    #[validate(range(min = 1, max = 100, message = "limit must be between 1 and 100"))]
+    #[serde(default, deserialize_with = "crate::extract::page_limit")]
     #[param(minimum = 1, maximum = 100)]
     pub limit: Option<i64>,
     /// `nextCursor` of the previous page.

@@ -8,7 +8,6 @@ use shortlink_domain::{
     WebhookSecret, WebhookTarget,
 };
 use utoipa::{IntoParams, ToSchema};
-use validator::Validate;
 
 use crate::auth::Authenticated;
 use crate::envelope::{Envelope, ok};
@@ -70,12 +69,12 @@ impl WebhookView {
 }
 
 /// The query of GET `/webhooks/{id}/deliveries`.
-#[derive(Debug, Deserialize, Validate, IntoParams)]
+#[derive(Debug, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
 pub struct DeliveriesQuery {
     /// Page size, 1 to 100 (default 20).
-    #[validate(range(min = 1, max = 100, message = "limit must be between 1 and 100"))]
+    #[serde(default, deserialize_with = "crate::extract::page_limit")]
     #[param(minimum = 1, maximum = 100)]
     pub limit: Option<i64>,
     /// `nextCursor` of the previous page: the last listed delivery's creation time (Unix
@@ -298,7 +297,6 @@ async fn deliveries(
     query: QueryParams<DeliveriesQuery>,
 ) -> Result<HttpResponse, ApiError> {
     let query = query.into_inner()?;
-    query.validate()?;
     let limit = query.limit.unwrap_or(DEFAULT_DELIVERIES_LIMIT);
     let after = query
         .cursor
