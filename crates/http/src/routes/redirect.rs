@@ -19,8 +19,17 @@ use crate::error::ApiError;
 use crate::state::AppState;
 
 /// Known bots and link-preview crawlers (Slack, WhatsApp, Twitter, …), whose fetches are not
-/// clicks.
-static BOTS: LazyLock<isbot::Bots> = LazyLock::new(isbot::Bots::default);
+/// clicks: isbot's list, and [`WHATSAPP`].
+static BOTS: LazyLock<isbot::Bots> = LazyLock::new(|| {
+    let mut bots = isbot::Bots::default();
+    bots.append(&[WHATSAPP]);
+    bots
+});
+
+/// WhatsApp's link previews, by every agent that begins `WhatsApp/`. isbot's own pattern takes
+/// only a full version and a platform letter (`WhatsApp/2.21.4.22 A`); previews also come as
+/// `WhatsApp/2.23.20.0` and as `WhatsApp/2`, which Signal's link previews send.
+const WHATSAPP: &str = r"^whatsapp\+?/";
 
 /// Recently seen User-Agent strings, with their verdicts. Traffic repeats a limited set of
 /// agents: the bot patterns are one large regular expression (4 % of the server's CPU on the
@@ -182,6 +191,22 @@ mod tests {
         TestRequest::default()
             .insert_header((USER_AGENT, value))
             .to_http_request()
+    }
+
+    #[test]
+    fn whatsapp_previews_are_bots_in_every_form() {
+        for preview in [
+            "WhatsApp/2.21.4.22 A",
+            "WhatsApp/2.23.20.0",
+            "WhatsApp/2.23.20.0 i",
+            "WhatsApp/2",
+        ] {
+            assert!(agent(&with_agent(preview.as_bytes())).bot, "{preview}");
+        }
+        // A browser that names WhatsApp further on is not its preview.
+        let browser = "Mozilla/5.0 (Linux; Android 14; Pixel 8) AppleWebKit/537.36 (KHTML, like \
+                       Gecko) Chrome/126.0.0.0 Mobile Safari/537.36 WhatsApp/2.24.1";
+        assert!(!agent(&with_agent(browser.as_bytes())).bot);
     }
 
     #[test]
