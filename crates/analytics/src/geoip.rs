@@ -37,13 +37,39 @@ impl std::fmt::Debug for GeoIp {
     }
 }
 
+/// Opens `path` and checks that its type has countries, for [`GeoIp::open`] and
+/// [`GeoIp::reload`] alike: a database of another kind (ASN, ISP, …) opens, but no address would
+/// ever get a country from it, and country targeting and analytics would never match.
 fn open(path: &Path) -> Result<Reader<Mmap>, GeoIpError> {
     // Safety of the mapping is the crate's concern; a file replaced under the server is swapped
     // in by `reload` (write the new file beside it and rename it over the old one).
-    Reader::open_mmap(path).map_err(|e| GeoIpError {
+    let reader = Reader::open_mmap(path).map_err(|e| GeoIpError {
         path: path.to_owned(),
         reason: e.to_string(),
-    })
+    })?;
+    let kind = &reader.metadata.database_type;
+    if !has_countries(kind) {
+        return Err(GeoIpError {
+            path: path.to_owned(),
+            reason: format!(
+                "it is a {kind:?} database, which has no countries; give a City or Country \
+                 database (GeoLite2-City, GeoLite2-Country, DB-IP's City or Country Lite)"
+            ),
+        });
+    }
+    Ok(reader)
+}
+
+/// Whether a database of this type (its metadata's `database_type`) has countries: MaxMind's
+/// City, Country and Enterprise databases (`GeoLite2-City`, `GeoIP2-Country`,
+/// `GeoIP2-Enterprise`, …) and DB-IP's (`DBIP-City-Lite`, `DBIP-Country-Lite`,
+/// `DBIP-Location (compat=City)`, …). ASN, ISP, connection type, domain and anonymous IP
+/// databases have none.
+fn has_countries(database_type: &str) -> bool {
+    let kind = database_type.to_ascii_lowercase();
+    ["city", "country", "enterprise", "location"]
+        .iter()
+        .any(|word| kind.contains(word))
 }
 
 impl GeoIp {
@@ -139,6 +165,57 @@ mod tests {
         let place = geo.locate("81.2.69.142".parse().expect("an address"));
         assert_eq!(place.country.as_deref(), Some("GB"));
         assert_eq!(place.city, None);
+    }
+
+    #[test]
+    fn a_database_without_countries_is_refused_naming_its_type() {
+        let e = GeoIp::open(test_db("GeoLite2-ASN-Test.mmdb")).expect_err("no countries");
+        let said = e.to_string();
+        assert!(said.contains("GeoLite2-ASN-Test.mmdb"), "{said}");
+        assert!(said.contains("\"GeoLite2-ASN\" database"), "{said}");
+
+        // A reload makes the same check, and keeps the database it had.
+        let dir = std::env::temp_dir().join(format!("geoip-reload-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("a directory");
+        let path = dir.join("geo.mmdb");
+        std::fs::copy(test_db("GeoLite2-City-Test.mmdb"), &path).expect("a copy");
+        let geo = GeoIp::open(&path).expect("the city database opens");
+        std::fs::copy(test_db("GeoLite2-ASN-Test.mmdb"), dir.join("asn.mmdb")).expect("a copy");
+        std::fs::rename(dir.join("asn.mmdb"), &path).expect("replaced");
+        let e = geo.reload().expect_err("no countries");
+        assert!(e.to_string().contains("GeoLite2-ASN"), "{e}");
+        let place = geo.locate("81.2.69.142".parse().expect("an address"));
+        std::fs::remove_dir_all(&dir).expect("removed");
+        assert_eq!(place.country.as_deref(), Some("GB"));
+    }
+
+    #[test]
+    fn the_types_with_countries_are_told_apart() {
+        for kind in [
+            "GeoLite2-City",
+            "GeoLite2-Country",
+            "GeoIP2-City",
+            "GeoIP2-Country",
+            "GeoIP2-Enterprise",
+            "GeoIP2-City-Africa",
+            "DBIP-City-Lite",
+            "DBIP-Country-Lite",
+            "DBIP-Location (compat=City)",
+            "DBIP-Country (compat=Country)",
+        ] {
+            assert!(has_countries(kind), "{kind}");
+        }
+        for kind in [
+            "GeoLite2-ASN",
+            "GeoIP2-ISP",
+            "GeoIP2-Connection-Type",
+            "GeoIP2-Domain",
+            "GeoIP2-Anonymous-IP",
+            "DBIP-ASN-Lite",
+            "DBIP-ASN-Lite (compat=GeoLite2-ASN)",
+        ] {
+            assert!(!has_countries(kind), "{kind}");
+        }
     }
 
     #[test]
