@@ -21,7 +21,13 @@ use actix_web::{HttpResponse, middleware as actix_middleware};
 pub use error::{ApiError, FieldError};
 pub use state::{AppState, HttpSettings};
 
-/// Mounts every route. The server wraps it with [`middleware::request_context`]:
+/// Mounts every route, at the root of an `App` wrapped in [`middleware::request_context`]
+/// (which gives responses their `X-Request-Id` and `RateLimit-*` headers). It also registers,
+/// for the whole app and so for the embedder's own routes too, a `web::PayloadConfig` of
+/// [`extract::MAX_BODY_BYTES`] (1 MiB), a `web::PathConfig` that answers a bad path with a 400
+/// envelope, and the redirect as the app's default service (an `App::default_service` called
+/// afterwards replaces it). The crate's documentation shows the whole embedding: the store,
+/// the service and its background tasks ([`shortlink_service::Service::run`]), and the stop.
 ///
 /// ```no_run
 /// # fn demo(state: actix_web::web::Data<shortlink_http::AppState>) {

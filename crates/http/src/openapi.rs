@@ -347,12 +347,14 @@ pub fn document(base: &BaseUrl) -> Value {
     doc
 }
 
-/// `GET /api/v1/openapi.json` (no authentication), `GET /docs` and its assets.
+/// `GET /openapi.json` (no authentication), mounted under `/api/v1`; the page that shows it,
+/// `GET /docs`, and its assets are [`configure_page`]'s.
 pub fn configure_document(cfg: &mut web::ServiceConfig) {
     cfg.service(crate::get_only("/openapi.json", serve_document));
 }
 
-/// The docs page and its bundled assets.
+/// `GET /docs`, the page that shows the document, and its bundled assets under `/docs/`, mounted
+/// at the root.
 pub fn configure_page(cfg: &mut web::ServiceConfig) {
     cfg.route(
         "/docs",
