@@ -60,14 +60,13 @@ fn open(path: &Path) -> Result<Reader<Mmap>, GeoIpError> {
     Ok(reader)
 }
 
-/// Whether a database of this type (its metadata's `database_type`) has countries: MaxMind's
-/// City, Country and Enterprise databases (`GeoLite2-City`, `GeoIP2-Country`,
-/// `GeoIP2-Enterprise`, …) and DB-IP's (`DBIP-City-Lite`, `DBIP-Country-Lite`,
-/// `DBIP-Location (compat=City)`, …). ASN, ISP, connection type, domain and anonymous IP
-/// databases have none.
+/// Whether a database of this type (its metadata's `database_type`) may have countries: every
+/// type but the kinds known to have none (MaxMind's and DB-IP's ASN, ISP, connection type,
+/// domain and anonymous IP databases). A type this list does not know is taken, as any MaxMind
+/// DB file was before: another vendor's City database must not be refused for its name.
 fn has_countries(database_type: &str) -> bool {
     let kind = database_type.to_ascii_lowercase();
-    ["city", "country", "enterprise", "location"]
+    !["asn", "isp", "connection-type", "domain", "anonymous"]
         .iter()
         .any(|word| kind.contains(word))
 }
@@ -202,6 +201,7 @@ mod tests {
             "DBIP-Country-Lite",
             "DBIP-Location (compat=City)",
             "DBIP-Country (compat=Country)",
+            "IP2LOCATION-LITE-DB11",
         ] {
             assert!(has_countries(kind), "{kind}");
         }
