@@ -66,11 +66,17 @@ impl<T: DeserializeOwned + BodyShape + 'static> FromRequest for JsonBody<T> {
         let route = crate::idempotency::has_key(req)
             .then(|| req.match_pattern().unwrap_or_else(|| req.path().to_owned()));
         let bytes = Bytes::from_request(req, payload);
-        let timeout = req
+        let state = req
             .app_data::<actix_web::web::Data<crate::AppState>>()
-            .map_or(REQUEST_BODY_TIMEOUT, |state| {
-                state.settings.request_body_timeout
-            });
+            .cloned();
+        let timeout = state.as_ref().map_or(REQUEST_BODY_TIMEOUT, |state| {
+            state.settings.request_body_timeout
+        });
+        let key = req
+            .headers()
+            .get(crate::idempotency::HEADER)
+            .map(|key| key.as_bytes().to_vec())
+            .unwrap_or_default();
         Box::pin(async move {
             // The body is read even when the content type is wrong, so the connection stays
             // usable for the next request.
@@ -78,8 +84,11 @@ impl<T: DeserializeOwned + BodyShape + 'static> FromRequest for JsonBody<T> {
                 Ok(bytes) => bytes.map_err(body_error),
                 Err(_) => Err(ApiError::RequestTimeout(timeout.as_secs())),
             };
-            let fingerprint = match (&route, &bytes) {
-                (Some(route), Ok(bytes)) => Some(crate::idempotency::fingerprint(route, bytes)),
+            let fingerprint = match (&route, &bytes, &state) {
+                (Some(route), Ok(bytes), Some(state)) => Some(
+                    crate::idempotency::stored_fingerprint(&state.service, route, &key, bytes)
+                        .await?,
+                ),
                 _ => None,
             };
             let parsed = if json {

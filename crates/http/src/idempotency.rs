@@ -33,13 +33,36 @@ pub fn has_key(req: &HttpRequest) -> bool {
 }
 
 /// The request's route and body, hashed: what "the same request" means for a retry. The body is
-/// compared byte for byte, as a retry sends it.
+/// compared byte for byte, as a retry sends it. What is stored is [`stored_fingerprint`].
 pub fn fingerprint(route: &str, body: &[u8]) -> String {
     let mut hash = Sha256::new();
     hash.update(route.as_bytes());
     hash.update([0]);
     hash.update(body);
     hex(&hash.finalize())
+}
+
+/// The [`fingerprint`] kept with a request's key, salted with the key when the body may hold a
+/// link's `password` (it says `password`, or escapes a character, which could spell it) and
+/// made as slow to guess as a stored password
+/// ([`Service::stretch`](shortlink_service::Service::stretch), Argon2id). It is kept for a day:
+/// a fast hash of such a body would give the password away to whoever reads the database (a
+/// million guesses a second, where the password's own hash allows a few).
+pub async fn stored_fingerprint(
+    service: &shortlink_service::Service,
+    route: &str,
+    key: &[u8],
+    body: &[u8],
+) -> Result<String, ApiError> {
+    let fast = fingerprint(route, body);
+    let may_hold_a_password =
+        body.windows(8).any(|w| w == b"password") || body.windows(2).any(|w| w == b"\\u");
+    if !may_hold_a_password {
+        return Ok(fast);
+    }
+    let mut salt = [0; 16];
+    salt.copy_from_slice(&Sha256::digest(key)[..16]);
+    Ok(hex(&service.stretch(fast.into_bytes(), salt).await?))
 }
 
 fn hex(bytes: &[u8]) -> String {

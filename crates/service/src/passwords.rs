@@ -81,6 +81,23 @@ pub(crate) async fn hash(password: Password) -> Result<PasswordHash, ServiceErro
     .unwrap_or_else(|| Err(failed(&"the task did not finish")))
 }
 
+/// `text` made as slow to guess as a stored password: Argon2id with the same parameters, and
+/// `salt`. The same text and salt give the same bytes, so it can be compared.
+pub(crate) async fn stretch(text: Vec<u8>, salt: [u8; 16]) -> Result<[u8; 32], ServiceError> {
+    let failed = |e: &dyn std::fmt::Display| {
+        ServiceError::Internal(format!("stretching a fingerprint failed: {e}"))
+    };
+    run_argon2(move || {
+        let mut out = [0; 32];
+        Argon2::default()
+            .hash_password_into(&text, &salt, &mut out)
+            .map(|()| out)
+            .map_err(|e| failed(&e))
+    })
+    .await
+    .unwrap_or_else(|| Err(failed(&"the task did not finish")))
+}
+
 /// Whether `attempt` is the password `hash` was made from. A hash that does not parse matches
 /// nothing.
 pub(crate) async fn verify(hash: PasswordHash, attempt: String) -> bool {

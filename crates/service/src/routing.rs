@@ -156,4 +156,11 @@ impl Service {
     ) -> Result<shortlink_domain::PasswordHash, ServiceError> {
         passwords::hash(password).await
     }
+
+    /// `text` (a request's fingerprint that may hold a password) made as slow to guess as a
+    /// stored password (Argon2id, off the async workers), with `salt`: the same text and salt
+    /// give the same bytes.
+    pub async fn stretch(&self, text: Vec<u8>, salt: [u8; 16]) -> Result<[u8; 32], ServiceError> {
+        passwords::stretch(text, salt).await
+    }
 }

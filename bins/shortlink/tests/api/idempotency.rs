@@ -22,6 +22,7 @@ on_both_backends!(
     bulk_and_webhook_creations_replay,
     a_key_lapses_after_a_day,
     a_creation_whose_claim_was_taken_over_is_not_written,
+    a_body_with_a_password_is_not_kept_as_a_fast_hash,
 );
 
 const KEY: &str = "5f1c2a8e-8f0b-4a57-9d1e-3c1b2f0d7a11";
@@ -323,4 +324,37 @@ async fn a_creation_whose_claim_was_taken_over_is_not_written(app: TestApp) {
     assert_eq!(link_count(&app).await, 1);
     let again = status_and_body(post_with_key(&app, "/links", KEY, &body).await).await;
     assert_eq!(again, (200, true, retry.2));
+}
+
+async fn a_body_with_a_password_is_not_kept_as_a_fast_hash(app: TestApp) {
+    let body = json!({ "destination": "https://example.com/locked", "password": "Sup3rSecret" });
+    let bytes = serde_json::to_vec(&body).expect("JSON serialises");
+    let send = |bytes: Vec<u8>| {
+        app.api(Method::POST, "/links")
+            .header("Idempotency-Key", KEY)
+            .header("Content-Type", "application/json")
+            .body(bytes)
+            .send()
+    };
+    let first = status_and_body(send(bytes.clone()).await.expect("answered")).await;
+    assert_eq!((first.0, first.1), (200, false), "{}", first.2);
+
+    // The key's row does not hold the body's SHA-256, which a million guesses a second would
+    // turn back into the password: a claim with it is another request's.
+    let fast = IdempotencyClaim {
+        workspace_id: app.tenant.workspace.id,
+        key: KEY.into(),
+        fingerprint: shortlink_http::idempotency::fingerprint("/api/v1/links", &bytes),
+        token: "a guess".into(),
+    };
+    let outcome = app.store.claim_idempotency_key(&fast).await;
+    assert_eq!(outcome.expect("answered"), ClaimOutcome::Reused);
+
+    // What it holds still tells a retry from another body.
+    let again = status_and_body(send(bytes).await.expect("answered")).await;
+    assert_eq!(again, (200, true, first.2));
+    let other = json!({ "destination": "https://example.com/locked", "password": "Sup3rSecreT" });
+    let res = send(serde_json::to_vec(&other).expect("JSON serialises")).await;
+    assert_error(res.expect("answered"), 422, "IDEMPOTENCY_KEY_REUSED").await;
+    assert_eq!(link_count(&app).await, 1);
 }
