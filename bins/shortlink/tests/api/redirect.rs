@@ -179,6 +179,20 @@ async fn unknown_codes_get_a_small_plain_404() {
         );
         assert!(header(res.headers(), "location").is_none());
         assert!(header(res.headers(), "x-request-id").is_some());
+        // The headers every page carries.
+        let csp = header(res.headers(), "content-security-policy").unwrap_or_default();
+        assert!(
+            csp.starts_with("default-src 'none'") && csp.contains("frame-ancestors 'none'"),
+            "{path}: {csp}"
+        );
+        assert_eq!(
+            header(res.headers(), "x-content-type-options"),
+            Some("nosniff")
+        );
+        assert_eq!(
+            header(res.headers(), "referrer-policy"),
+            Some("no-referrer")
+        );
         let body = res.text().await.expect("a body");
         assert!(body.len() < 1024, "small: {} bytes", body.len());
         assert!(

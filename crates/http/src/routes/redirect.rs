@@ -43,11 +43,18 @@ const MAX_REMEMBERED_AGENT: usize = 512;
 const NOT_FOUND_PAGE: &str = "<!doctype html><html><head><meta charset=\"utf-8\"><title>Link not found</title></head>\
 <body><h1>Link not found</h1><p>This short link does not exist or was removed.</p></body></html>";
 
-/// The plain page for unknown codes and paths outside the API.
+/// The plain page for unknown codes and paths outside the API, with the headers every page of
+/// the service carries (it needs nothing: no style, no script, no frame).
 pub fn not_found_page() -> HttpResponse {
     HttpResponse::NotFound()
         .content_type("text/html; charset=utf-8")
         .insert_header((header::CACHE_CONTROL, "no-store"))
+        .insert_header((
+            header::CONTENT_SECURITY_POLICY,
+            "default-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+        ))
+        .insert_header((header::X_CONTENT_TYPE_OPTIONS, "nosniff"))
+        .insert_header((header::REFERRER_POLICY, "no-referrer"))
         .body(NOT_FOUND_PAGE)
 }
 
