@@ -20,11 +20,13 @@ use url::{Host, Url};
 /// A target refused because of where it points.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum GuardError {
-    /// The name resolved only to non-public addresses (loopback, private, link-local, …). Which
-    /// ones is not said: the message reaches the workspace's API clients, and what the server's
-    /// resolver answers for internal names is not theirs to map.
-    #[error("refused: {host} resolves only to non-public addresses")]
-    OnlyPrivateAddresses {
+    /// The name has no public address: it resolved only to non-public ones (loopback, private,
+    /// link-local, …), or, with private targets refused, it did not resolve at all. The two are
+    /// one answer, and which addresses is not said: the message reaches the workspace's API
+    /// clients, and what the server's resolver answers for internal names (even whether it knows
+    /// one) is not theirs to map.
+    #[error("refused: {host} has no public address")]
+    NoPublicAddress {
         /// The name that was resolved.
         host: String,
     },
@@ -70,10 +72,10 @@ impl GuardedResolver {
 
     /// Keeps the addresses a delivery may connect to, or says why there are none.
     fn filter(&self, host: &str, resolved: Vec<SocketAddr>) -> Result<Vec<SocketAddr>, GuardError> {
-        if resolved.is_empty() {
-            return Err(GuardError::NoAddresses(host.to_owned()));
-        }
         if self.allow_private {
+            if resolved.is_empty() {
+                return Err(GuardError::NoAddresses(host.to_owned()));
+            }
             return Ok(resolved);
         }
         let public: Vec<_> = resolved
@@ -81,7 +83,7 @@ impl GuardedResolver {
             .filter(|a| is_public_ip(a.ip()))
             .collect();
         if public.is_empty() {
-            return Err(GuardError::OnlyPrivateAddresses {
+            return Err(GuardError::NoPublicAddress {
                 host: host.to_owned(),
             });
         }
@@ -95,8 +97,14 @@ impl Resolve for GuardedResolver {
         let host = name.as_str().to_owned();
         Box::pin(async move {
             // Port 0: reqwest replaces it with the URL's port or the scheme's default.
-            let resolved: Vec<SocketAddr> =
-                tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
+            let resolved: Vec<SocketAddr> = match tokio::net::lookup_host((host.as_str(), 0)).await
+            {
+                Ok(addrs) => addrs.collect(),
+                // Said as a name with only private addresses is: otherwise the two answers tell
+                // which internal names the server's resolver knows.
+                Err(_) if !guard.allow_private => Vec::new(),
+                Err(e) => return Err(e.into()),
+            };
             let kept = guard
                 .filter(&host, resolved)
                 .map_err(|e| -> Box<dyn StdError + Send + Sync> { Box::new(e) })?;
@@ -137,13 +145,13 @@ mod tests {
             .unwrap_err();
         assert_eq!(
             err,
-            GuardError::OnlyPrivateAddresses {
+            GuardError::NoPublicAddress {
                 host: "rebind.example".into(),
             }
         );
         assert_eq!(
             err.to_string(),
-            "refused: rebind.example resolves only to non-public addresses"
+            "refused: rebind.example has no public address"
         );
     }
 
@@ -156,12 +164,38 @@ mod tests {
 
     #[test]
     fn an_empty_answer_is_an_error() {
-        for allow in [false, true] {
-            assert_eq!(
-                GuardedResolver::new(allow).filter("void.example", vec![]),
-                Err(GuardError::NoAddresses("void.example".into()))
-            );
-        }
+        assert_eq!(
+            GuardedResolver::new(true).filter("void.example", vec![]),
+            Err(GuardError::NoAddresses("void.example".into()))
+        );
+        // With private targets refused, as a name with only private addresses is.
+        assert_eq!(
+            GuardedResolver::new(false).filter("void.example", vec![]),
+            Err(GuardError::NoPublicAddress {
+                host: "void.example".into()
+            })
+        );
+    }
+
+    #[tokio::test]
+    async fn a_name_that_does_not_resolve_is_refused_as_a_private_one_is() {
+        let refused = |name: &'static str| async move {
+            match GuardedResolver::new(false)
+                .resolve(name.parse().unwrap())
+                .await
+            {
+                Ok(addrs) => panic!("{name} resolved to {:?}", addrs.collect::<Vec<_>>()),
+                Err(e) => e.to_string(),
+            }
+        };
+        assert_eq!(
+            refused("no-such-name.invalid").await,
+            "refused: no-such-name.invalid has no public address"
+        );
+        assert_eq!(
+            refused("localhost").await,
+            "refused: localhost has no public address"
+        );
     }
 
     #[test]
@@ -199,7 +233,7 @@ mod tests {
         assert!(
             matches!(
                 err.downcast_ref::<GuardError>(),
-                Some(GuardError::OnlyPrivateAddresses { host, .. }) if host == "localhost"
+                Some(GuardError::NoPublicAddress { host, .. }) if host == "localhost"
             ),
             "{err}"
         );
