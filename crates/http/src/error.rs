@@ -62,6 +62,12 @@ pub enum ApiError {
     /// The custom slug is taken on this domain.
     #[error("customSlug '{0}' is already taken")]
     SlugConflict(String),
+    /// The workspace has as many webhook endpoints as it may.
+    #[error(
+        "a workspace has at most {} webhook endpoints; delete one first",
+        shortlink_storage::MAX_WEBHOOKS
+    )]
+    TooManyWebhooks,
     /// The `Idempotency-Key`'s first request has not finished.
     #[error("a request with this Idempotency-Key is still being processed; retry later")]
     IdempotencyKeyInUse,
@@ -125,6 +131,7 @@ impl ApiError {
                 (StatusCode::METHOD_NOT_ALLOWED, "METHOD_NOT_ALLOWED")
             }
             ApiError::SlugConflict(_) => (StatusCode::CONFLICT, "SLUG_CONFLICT"),
+            ApiError::TooManyWebhooks => (StatusCode::CONFLICT, "WEBHOOK_LIMIT_REACHED"),
             ApiError::IdempotencyKeyInUse => (StatusCode::CONFLICT, "IDEMPOTENCY_KEY_IN_USE"),
             ApiError::IdempotencyKeyReused => {
                 (StatusCode::UNPROCESSABLE_ENTITY, "IDEMPOTENCY_KEY_REUSED")

@@ -121,6 +121,21 @@ pub(crate) async fn lock_endpoint(
     }
 }
 
+/// Locks the workspace's row until the caller's transaction ends, so that what it counts of the
+/// workspace's rows holds until it writes. `NO KEY UPDATE`: the key-share locks of rows written
+/// under the workspace (a link's foreign key) do not wait for it.
+pub(crate) async fn lock_workspace(c: &mut Conn, workspace_id: &str) -> QueryResult<()> {
+    use crate::schema::workspaces;
+    workspaces::table
+        .find(workspace_id)
+        .select(workspaces::id)
+        .for_no_key_update()
+        .get_result::<String>(c)
+        .await
+        .optional()?;
+    Ok(())
+}
+
 /// Waits until no transaction that may still write deliveries for the endpoint is open, and keeps
 /// new ones out until the caller's ends: they hold a key-share lock on it from reading it as
 /// subscribed (`lock_subscribed`) to their commit, which this lock waits for and excludes. A

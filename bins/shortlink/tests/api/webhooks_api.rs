@@ -361,3 +361,39 @@ async fn deliveries_are_paged_filtered_and_refuse_bad_parameters(app: TestApp) {
         assert_invalid(res, &[field]).await;
     }
 }
+
+on_both_backends!(a_workspace_has_at_most_25_endpoints);
+
+/// Every event goes to every endpoint subscribed: without a bound, one workspace could turn each
+/// click into any number of requests to one URL.
+async fn a_workspace_has_at_most_25_endpoints(app: TestApp) {
+    // At once: the last places are taken by one request each, never by two.
+    let attempts = futures_util::future::join_all((0..30).map(|_| async {
+        let body = json!({ "targetUrl": app.url("/healthz"), "events": ["link.created"] });
+        app.post_json("/webhooks", &body).await
+    }))
+    .await;
+    let mut refused = 0;
+    for res in attempts {
+        if res.status() == 409 {
+            let error = assert_error(res, 409, "WEBHOOK_LIMIT_REACHED").await;
+            let message = text(&error["message"]);
+            assert!(message.contains("at most 25"), "{message}");
+            refused += 1;
+        } else {
+            assert_ok(res).await;
+        }
+    }
+    assert_eq!(refused, 5);
+    let list = assert_ok(app.get("/webhooks").await).await;
+    let hooks = list.as_array().expect("a list");
+    assert_eq!(hooks.len(), 25);
+
+    // A place given back is taken again.
+    let first = text(&hooks[0]["id"]).to_owned();
+    assert_ok(app.delete(&format!("/webhooks/{first}")).await).await;
+    register(&app, &["link.created"]).await;
+    let body = json!({ "targetUrl": app.url("/healthz"), "events": ["link.created"] });
+    let full = app.post_json("/webhooks", &body).await;
+    assert_error(full, 409, "WEBHOOK_LIMIT_REACHED").await;
+}

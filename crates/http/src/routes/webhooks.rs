@@ -169,7 +169,7 @@ fn parse_events(events: &[String]) -> Result<Vec<EventKind>, FieldError> {
     params(("Idempotency-Key" = Option<String>, Header, pattern = "^[!-~]{1,255}$", description = "As for POST /links; a replay shows the secret again.")),
     responses(
         (status = 200, description = "The endpoint, with its signing secret (shown only here, and in a replay of this answer).", body = Envelope<WebhookView>),
-        (status = 409, description = "`IDEMPOTENCY_KEY_IN_USE`: the key's first request is still running.", body = ErrorEnvelope),
+        (status = 409, description = "`WEBHOOK_LIMIT_REACHED`: the workspace has 25 endpoints already (delete one first); `IDEMPOTENCY_KEY_IN_USE`: the key's first request is still running.", body = ErrorEnvelope),
         (status = 422, description = "`IDEMPOTENCY_KEY_REUSED`: the key was used with another body.", body = ErrorEnvelope),
     ))]
 async fn create(
@@ -215,13 +215,13 @@ async fn create(
     };
     let answer = idempotency::stored(Ok(WebhookView::new(&hook, true)));
     let completion = claim.clone().map(|claim| (claim, answer.clone()));
-    if let Err(e) = state
+    let created = state
         .store
         .create_webhook_completing(&hook, completion)
-        .await
-    {
+        .await;
+    if !matches!(created, Ok(true)) {
         idempotency::release(&state, claim.as_ref()).await;
-        return Err(e.into());
+        return Err(created.map_or_else(ApiError::from, |_| ApiError::TooManyWebhooks));
     }
     if hook.events.contains(&EventKind::LinkClicked) {
         state.service.listen_to_clicks(hook.workspace_id);

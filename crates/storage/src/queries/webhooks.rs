@@ -14,13 +14,26 @@ use crate::idempotency::{IdempotencyClaim, StoredResponse};
 use crate::rows::{DeliveryRow, WebhookRow, found, parsed, split_events};
 use crate::schema::{webhook_deliveries, webhooks};
 
-/// Inserts an endpoint and, in the same transaction, completes its request's idempotency claim.
+/// Inserts an endpoint and, in the same transaction, completes its request's idempotency claim;
+/// `false`, writing nothing, when its workspace has [`crate::MAX_WEBHOOKS`] already. The count is made
+/// with the workspace's row locked (PostgreSQL; SQLite's writer is one), so two creations at
+/// once cannot both take the last place.
 pub(crate) async fn insert_webhook(
     c: &mut Conn,
     hook: &Webhook,
     completion: Option<&(IdempotencyClaim, StoredResponse)>,
-) -> Result<(), StorageError> {
-    write_transaction(c, async |c| -> Result<(), StorageError> {
+) -> Result<bool, StorageError> {
+    write_transaction(c, async |c| -> Result<bool, StorageError> {
+        let workspace = hook.workspace_id.to_string();
+        super::lock_workspace(c, &workspace).await?;
+        let registered: i64 = webhooks::table
+            .filter(webhooks::workspace_id.eq(&workspace))
+            .count()
+            .get_result(c)
+            .await?;
+        if registered >= crate::MAX_WEBHOOKS {
+            return Ok(false);
+        }
         diesel::insert_into(webhooks::table)
             .values(WebhookRow::from_domain(hook))
             .execute(c)
@@ -28,7 +41,7 @@ pub(crate) async fn insert_webhook(
         if let Some((claim, response)) = completion {
             super::complete_idempotency_key(c, claim, response).await?;
         }
-        Ok(())
+        Ok(true)
     })
     .await
 }

@@ -46,7 +46,7 @@ pub(crate) use self::statements::{
     Creation, EXPORT_JOINS_LINKS, IN_BYTE_ORDER, INSERT_EVENTS, announce, begin_creation,
     exclude_delivery_writers, insert_attempts, insert_deliveries, insert_event_rows,
     insert_new_links, insert_rollup_rows, load_rows, lock_due, lock_endpoint, lock_link,
-    lock_subscribed, write_transaction,
+    lock_subscribed, lock_workspace, write_transaction,
 };
 pub(crate) use self::writer::{Held, Writer};
 use crate::StorageError;

@@ -76,6 +76,12 @@ pub(crate) async fn lock_link(_c: &mut Conn, row: LinkRow) -> QueryResult<Option
     Ok(Some(row))
 }
 
+/// SQLite's single writer: the caller's write transaction holds the file's write lock, so no
+/// other transaction changes the workspace's rows meanwhile.
+pub(crate) async fn lock_workspace(_c: &mut Conn, _workspace_id: &str) -> QueryResult<()> {
+    Ok(())
+}
+
 /// SQLite's single writer: no other transaction is open to write deliveries.
 pub(crate) async fn exclude_delivery_writers(_c: &mut Conn, _webhook_id: &str) -> QueryResult<()> {
     Ok(())

@@ -4,18 +4,19 @@
 use super::*;
 
 impl Store {
-    /// Registers a webhook endpoint.
-    pub async fn create_webhook(&self, hook: &Webhook) -> Result<(), StorageError> {
+    /// Registers a webhook endpoint; `false`, registering nothing, when its workspace has
+    /// [`MAX_WEBHOOKS`](crate::MAX_WEBHOOKS) already.
+    pub async fn create_webhook(&self, hook: &Webhook) -> Result<bool, StorageError> {
         self.create_webhook_completing(hook, None).await
     }
 
     /// [`Store::create_webhook`], whose transaction also completes an idempotency claim with its
-    /// request's answer.
+    /// request's answer (not when the workspace has no place left).
     pub async fn create_webhook_completing(
         &self,
         hook: &Webhook,
         completion: Option<(IdempotencyClaim, StoredResponse)>,
-    ) -> Result<(), StorageError> {
+    ) -> Result<bool, StorageError> {
         let hook = hook.clone();
         self.detached(
             |s| async move { dispatch!(s, write, insert_webhook(&hook, completion.as_ref())) },
