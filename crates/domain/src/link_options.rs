@@ -98,17 +98,19 @@ impl fmt::Debug for Tag {
 pub struct Tags(Vec<Tag>);
 
 impl Tags {
-    /// Validates a list of tags; a tag given twice is kept once.
+    /// Validates a list of tags; a tag given twice is kept once. At most [`MAX_TAGS`] are given,
+    /// whether or not some repeat: the bound is on the list as sent, as the API's schema
+    /// (`maxItems`) states it.
     pub fn parse<S: AsRef<str>>(tags: &[S]) -> Result<Self, OptionError> {
+        if tags.len() > MAX_TAGS {
+            return Err(OptionError::TooManyTags);
+        }
         let mut kept: Vec<Tag> = Vec::with_capacity(tags.len());
         for tag in tags {
             let tag = Tag::parse(tag.as_ref())?;
             if !kept.contains(&tag) {
                 kept.push(tag);
             }
-        }
-        if kept.len() > MAX_TAGS {
-            return Err(OptionError::TooManyTags);
         }
         Ok(Self(kept))
     }
@@ -483,6 +485,9 @@ mod tests {
         assert_eq!(Tags::parse(&["é".repeat(51)]), Err(OptionError::BadTag));
         let eleven: Vec<String> = (0..11).map(|i| i.to_string()).collect();
         assert_eq!(Tags::parse(&eleven), Err(OptionError::TooManyTags));
+        // Eleven given, ten different: the list as sent is over the bound.
+        let repeated: Vec<String> = (0..11).map(|i| (i % 10).to_string()).collect();
+        assert_eq!(Tags::parse(&repeated), Err(OptionError::TooManyTags));
     }
 
     #[test]
