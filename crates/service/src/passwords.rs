@@ -65,37 +65,43 @@ async fn run_argon2<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static
     answered.await.ok()
 }
 
+/// Runs one Argon2 computation that may fail on [`ARGON2_THREADS`]; an error names `what` it was.
+async fn computed<T, E>(
+    what: &'static str,
+    work: impl FnOnce() -> Result<T, E> + Send + 'static,
+) -> Result<T, ServiceError>
+where
+    T: Send + 'static,
+    E: std::fmt::Display + Send + 'static,
+{
+    let failed = |e: &dyn std::fmt::Display| ServiceError::Internal(format!("{what} failed: {e}"));
+    match run_argon2(work).await {
+        Some(result) => result.map_err(|e| failed(&e)),
+        None => Err(failed(&"the task did not finish")),
+    }
+}
+
 /// Hashes a password for storage.
 pub(crate) async fn hash(password: Password) -> Result<PasswordHash, ServiceError> {
-    let failed = |e: &dyn std::fmt::Display| {
-        ServiceError::Internal(format!("hashing a password failed: {e}"))
-    };
-    run_argon2(move || {
+    computed("hashing a password", move || {
         let salt = SaltString::generate(&mut OsRng);
         Argon2::default()
             .hash_password(password.expose().as_bytes(), &salt)
             .map(|phc| PasswordHash::from_phc(phc.to_string()))
-            .map_err(|e| failed(&e))
     })
     .await
-    .unwrap_or_else(|| Err(failed(&"the task did not finish")))
 }
 
 /// `text` made as slow to guess as a stored password: Argon2id with the same parameters, and
 /// `salt`. The same text and salt give the same bytes, so it can be compared.
 pub(crate) async fn stretch(text: Vec<u8>, salt: [u8; 16]) -> Result<[u8; 32], ServiceError> {
-    let failed = |e: &dyn std::fmt::Display| {
-        ServiceError::Internal(format!("stretching a fingerprint failed: {e}"))
-    };
-    run_argon2(move || {
+    computed("stretching a fingerprint", move || {
         let mut out = [0; 32];
         Argon2::default()
             .hash_password_into(&text, &salt, &mut out)
             .map(|()| out)
-            .map_err(|e| failed(&e))
     })
     .await
-    .unwrap_or_else(|| Err(failed(&"the task did not finish")))
 }
 
 /// Whether `attempt` is the password `hash` was made from. A hash that does not parse matches
