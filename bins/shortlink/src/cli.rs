@@ -266,12 +266,28 @@ impl Cli {
         let matches = Self::command().try_get_matches_from(args)?;
         let mut cli =
             Self::from_arg_matches(&matches).map_err(|e| e.format(&mut Self::command()))?;
+        let on_the_line = |m: &clap::ArgMatches, id: &str| {
+            m.value_source(id) == Some(clap::parser::ValueSource::CommandLine)
+        };
+        if let Some((name, _)) = matches.subcommand().filter(|(name, _)| *name != "serve") {
+            // `shortlink --listen … workspace list` would otherwise ignore the flag in silence.
+            let serve_flags = ServeArgs::augment_args(clap::Command::new("serve"));
+            if let Some(flag) = serve_flags
+                .get_arguments()
+                .find(|arg| on_the_line(&matches, arg.get_id().as_str()))
+            {
+                let message = format!(
+                    "--{} is a flag of serve; `{name}` does not take it\n",
+                    flag.get_long().unwrap_or(flag.get_id().as_str())
+                );
+                return Err(
+                    Self::command().error(clap::error::ErrorKind::ArgumentConflict, message)
+                );
+            }
+        }
         if let (Some(Command::Serve(after)), Some(("serve", serve))) =
             (&mut cli.command, matches.subcommand())
         {
-            let on_the_line = |m: &clap::ArgMatches, id: &str| {
-                m.value_source(id) == Some(clap::parser::ValueSource::CommandLine)
-            };
             let before = cli.serve.clone();
             after.fill_in(before, |id| {
                 on_the_line(&matches, id) && !on_the_line(serve, id)
@@ -482,6 +498,15 @@ mod tests {
         let refused = parse(&["workspace", "list", "--listen", "127.0.0.1:1"])
             .expect_err("workspace list takes no --listen");
         assert_eq!(refused.kind(), clap::error::ErrorKind::UnknownArgument);
+        let refused = parse(&["--listen", "127.0.0.1:1", "workspace", "list"])
+            .expect_err("--listen before workspace list is not ignored");
+        assert_eq!(refused.kind(), clap::error::ErrorKind::ArgumentConflict);
+        assert!(
+            refused
+                .to_string()
+                .contains("--listen is a flag of serve; `workspace` does not take it"),
+            "{refused}"
+        );
         for command in [
             &["migrate"][..],
             &["workspace"],
