@@ -37,11 +37,12 @@ pub enum StorageError {
     /// The database URL is not one this crate speaks.
     #[error("unsupported database URL '{0}': use sqlite://PATH or postgres://…")]
     UnsupportedUrl(String),
-    /// The database URL names an in-memory SQLite database, in any of its spellings: a store
-    /// holds several connections, and each would open an in-memory database of its own.
+    /// The database URL names an in-memory SQLite database, in any of its spellings, or a
+    /// temporary one (a `file:` URI with no path): a store holds several connections, and each
+    /// would open a database of its own, gone when it closes.
     #[error(
-        "an in-memory SQLite database ('{0}') is not supported: each connection would see a \
-         database of its own; give a file path (sqlite://PATH)"
+        "an in-memory or temporary SQLite database ('{0}') is not supported: each connection \
+         would see a database of its own; give a file path (sqlite://PATH)"
     )]
     InMemory(String),
     /// Running migrations failed.

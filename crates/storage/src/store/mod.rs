@@ -167,7 +167,8 @@ fn locate(url: &str) -> Result<Location<'_>, StorageError> {
 
 /// Whether SQLite opens `path` as a database in memory: `:memory:`, or a `file:` URI whose path
 /// is `:memory:` (`file::memory:`) or whose parameters ask for one (`mode=memory`, or the
-/// `memdb` VFS).
+/// `memdb` VFS). A `file:` URI with no path counts too: SQLite opens it as a temporary file that
+/// is, like a database in memory, one connection's own and gone when it closes.
 fn is_in_memory(path: &str) -> bool {
     if path == ":memory:" {
         return true;
@@ -178,6 +179,7 @@ fn is_in_memory(path: &str) -> bool {
     let uri = uri.split('#').next().unwrap_or_default();
     let (file, query) = uri.split_once('?').unwrap_or((uri, ""));
     file == ":memory:"
+        || file.is_empty()
         || query
             .split('&')
             .any(|param| matches!(param, "mode=memory" | "vfs=memdb"))
@@ -480,6 +482,8 @@ mod tests {
             "sqlite://file:links.db?mode=memory",
             "sqlite://file:links?cache=shared&mode=memory#part",
             "sqlite://file:/links.db?vfs=memdb",
+            "sqlite://file:",
+            "sqlite:file:?mode=rwc",
         ] {
             assert!(
                 matches!(locate(url), Err(StorageError::InMemory(ref u)) if u == url),
