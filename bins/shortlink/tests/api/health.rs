@@ -8,7 +8,7 @@ use serde_json::json;
 use shortlink_storage::testing::{TEST_POSTGRES_URL, TestDatabase};
 
 use crate::helpers::{
-    DEADLINE, Setup, TestApp, assert_error, assert_ok, on_both_backends, poll, send,
+    DEADLINE, Setup, TestApp, assert_error, assert_ok, header, on_both_backends, poll, send,
 };
 
 #[tokio::test]
@@ -132,6 +132,19 @@ async fn a_dropped_postgres_database_is_503_until_it_is_back() {
     .await;
     // A cached redirect keeps working.
     assert_eq!(app.visit(&code).await.status(), 302);
+    // A code this instance has not seen cannot be looked up: a page says so, not the envelope.
+    let visit = app.visit("never-seen").await;
+    assert_eq!(visit.status(), 503);
+    assert_eq!(
+        header(visit.headers(), "content-type"),
+        Some("text/html; charset=utf-8")
+    );
+    let page = visit.text().await.unwrap_or_default();
+    assert!(
+        page.contains("<h1>Service Unavailable</h1>")
+            && page.contains("The service is temporarily unavailable; retry shortly."),
+        "{page}"
+    );
 
     // Created again, it answers but is empty: not the schema this build serves, so not ready
     // (every request would fail on a missing table).

@@ -534,6 +534,37 @@ async fn passwords_unlock_count_the_click_and_have_a_budget(app: TestApp) {
                 Content-Length: 1000000000000";
     let res = app.raw(huge, b"password=").await;
     assert_eq!(res.status, 413, "{res:?}");
+    // A browser posted it: it gets the form's page, saying why, not the API's envelope.
+    assert!(
+        res.body.contains("That form is too large to be read.") && res.body.contains("<form"),
+        "{res:?}"
+    );
+    assert!(
+        res.headers
+            .contains(&"content-type: text/html; charset=utf-8".to_owned()),
+        "{res:?}"
+    );
+    // So does one that grows past it without saying so beforehand.
+    let chunked = "POST /also-locked HTTP/1.1\r\nContent-Type: application/x-www-form-urlencoded\r\n\
+                   Transfer-Encoding: chunked";
+    let mut body = format!("{:x}\r\npassword=", 9 + 9000).into_bytes();
+    body.extend(std::iter::repeat_n(b'x', 9000));
+    body.extend(b"\r\n0\r\n\r\n");
+    let res = app.raw(chunked, &body).await;
+    assert_eq!(res.status, 413, "{res:?}");
+    assert!(
+        res.body.contains("That form is too large to be read."),
+        "{res:?}"
+    );
+    // And one that stops arriving, after the body's timeout.
+    let stalled = "POST /also-locked HTTP/1.1\r\nContent-Type: application/x-www-form-urlencoded\r\n\
+                   Content-Length: 100";
+    let res = app.raw(stalled, b"password=").await;
+    assert_eq!(res.status, 408, "{res:?}");
+    assert!(
+        res.body.contains("That form did not arrive in time."),
+        "{res:?}"
+    );
 
     // One address's budget: ten wrong passwords (one spent above), then 429 even for the
     // right one, on any link; another address is not affected.
@@ -595,13 +626,24 @@ async fn passwords_unlock_count_the_click_and_have_a_budget(app: TestApp) {
     // the missing link's page, as any method.
     let res = send(app.client.post(app.url("/no-such-code"))).await;
     assert_eq!(res.status(), 404);
+    // Other methods get a 405 page naming the ones it takes (a short link is no API route).
     let res = send(app.client.put(app.url("/locked"))).await;
+    assert_eq!(res.status(), 405);
     assert_eq!(header(res.headers(), "allow"), Some("GET, HEAD, POST"));
-    assert_error(res, 405, "METHOD_NOT_ALLOWED").await;
+    assert_eq!(
+        header(res.headers(), "content-type"),
+        Some("text/html; charset=utf-8")
+    );
+    assert!(
+        res.text()
+            .await
+            .unwrap_or_default()
+            .contains("Method not allowed")
+    );
     let code = app.create_code("https://example.com/open").await;
     let res = unlock(&app, &code, LONDON, "x").await;
+    assert_eq!(res.status(), 405);
     assert_eq!(header(res.headers(), "allow"), Some("GET, HEAD"));
-    assert_error(res, 405, "METHOD_NOT_ALLOWED").await;
 
     // An expired link checks no password, right or wrong: it answers its expiry.
     let expired = json!({"expiresAt": "2020-01-01T00:00:00Z"});

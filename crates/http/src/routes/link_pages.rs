@@ -64,10 +64,11 @@ pub(crate) async fn follow_rules(
     // A POST without a password is no attempt (a browser's form cannot send it: the field is
     // required): the route below answers it, with the form again, or the link's expiry.
     let (attempt, referrer) = match post {
-        true => {
-            let form = read_form(state, req, payload).await?;
-            (form.password, form.referrer)
-        }
+        true => match read_form(state, req, payload).await {
+            Ok(form) => (form.password, form.referrer),
+            // The form's own page again, saying why: a browser posted it, and gets no envelope.
+            Err(refused) => return Ok(password_page(refused.status, Some(refused.says), None)),
+        },
         false => (None, header_text(req, header::REFERER)),
     };
     let no_password = post && attempt.is_none();
@@ -202,35 +203,52 @@ impl PasswordForm {
     }
 }
 
+/// Why a password form was not read: the status and what the form's page says.
+#[derive(Debug, PartialEq)]
+struct FormRefused {
+    status: StatusCode,
+    says: &'static str,
+}
+
+const FORM_TOO_LARGE: FormRefused = FormRefused {
+    status: StatusCode::PAYLOAD_TOO_LARGE,
+    says: "That form is too large to be read.",
+};
+
 /// The password form's body. A body declared larger than the form's bound is refused before it
 /// is read, rather than waited for.
 async fn read_form(
     state: &AppState,
     req: &HttpRequest,
     mut payload: Payload,
-) -> Result<PasswordForm, ApiError> {
+) -> Result<PasswordForm, FormRefused> {
     let declared = req
         .headers()
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
     if declared.is_some_and(|n| n > MAX_FORM_BYTES as u64) {
-        return Err(ApiError::PayloadTooLarge);
+        return Err(FORM_TOO_LARGE);
     }
     let read = async {
         let mut body = BytesMut::new();
         while let Some(chunk) = payload.next().await {
-            let chunk = chunk.map_err(|_| ApiError::invalid("the form could not be read"))?;
+            let chunk = chunk.map_err(|_| FormRefused {
+                status: StatusCode::BAD_REQUEST,
+                says: "That form could not be read.",
+            })?;
             if body.len() + chunk.len() > MAX_FORM_BYTES {
-                return Err(ApiError::PayloadTooLarge);
+                return Err(FORM_TOO_LARGE);
             }
             body.extend_from_slice(&chunk);
         }
         Ok(body)
     };
-    let timeout = state.settings.request_body_timeout;
-    let body = tokio::time::timeout(timeout, read)
+    let body = tokio::time::timeout(state.settings.request_body_timeout, read)
         .await
-        .map_err(|_| ApiError::RequestTimeout(timeout.as_secs()))??;
+        .map_err(|_| FormRefused {
+            status: StatusCode::REQUEST_TIMEOUT,
+            says: "That form did not arrive in time.",
+        })??;
     Ok(PasswordForm::parse(&body))
 }
 

@@ -12,7 +12,7 @@ use std::sync::{Arc, LazyLock};
 
 use actix_web::http::{Method, header};
 use actix_web::web::{Data, Payload};
-use actix_web::{HttpRequest, HttpResponse};
+use actix_web::{HttpRequest, HttpResponse, HttpResponseBuilder, ResponseError};
 use shortlink_domain::{Timestamp, Visit};
 
 use crate::error::ApiError;
@@ -40,14 +40,49 @@ static AGENTS: LazyLock<quick_cache::sync::Cache<Arc<str>, Agent>> =
 /// Longer agents are judged every time rather than remembered.
 const MAX_REMEMBERED_AGENT: usize = 512;
 
-const NOT_FOUND_PAGE: &str = "<!doctype html><html><head><meta charset=\"utf-8\"><title>Link not found</title></head>\
-<body><h1>Link not found</h1><p>This short link does not exist or was removed.</p></body></html>";
-
-/// The plain page for unknown codes and paths outside the API, with the headers every page of
-/// the service carries (it needs nothing: no style, no script, no frame).
+/// The plain page for unknown codes and paths outside the API.
 pub fn not_found_page() -> HttpResponse {
-    HttpResponse::NotFound()
-        .content_type("text/html; charset=utf-8")
+    plain_page(
+        HttpResponse::NotFound(),
+        "Link not found",
+        "This short link does not exist or was removed.",
+    )
+}
+
+/// A short link's page for a method it does not take (the API's routes answer the envelope).
+fn method_not_allowed_page(allow: &'static str) -> HttpResponse {
+    let mut page = HttpResponse::MethodNotAllowed();
+    page.insert_header((header::ALLOW, allow));
+    plain_page(
+        page,
+        "Method not allowed",
+        "A short link is followed with GET; this request used another method.",
+    )
+}
+
+/// A failure's page (a database that does not answer, say): its status and headers, and its
+/// message, as the envelope would say it (the error's own logging included).
+fn error_page(error: &ApiError) -> HttpResponse {
+    let envelope = error.error_response();
+    let status = envelope.status();
+    let mut page = HttpResponseBuilder::new(status);
+    for name in [header::RETRY_AFTER, header::ALLOW] {
+        if let Some(value) = envelope.headers().get(&name) {
+            page.insert_header((name, value.clone()));
+        }
+    }
+    let title = status.canonical_reason().unwrap_or("Error");
+    let mut line = error.to_string();
+    if let Some(first) = line.get_mut(..1) {
+        first.make_ascii_uppercase();
+    }
+    plain_page(page, title, &format!("{line}."))
+}
+
+/// A page of a title and a line, with the headers every page of the service carries (it needs
+/// nothing: no style, no script, no frame).
+fn plain_page(mut page: HttpResponseBuilder, title: &str, line: &str) -> HttpResponse {
+    page.content_type("text/html; charset=utf-8")
         .insert_header((header::CACHE_CONTROL, "no-store"))
         .insert_header((
             header::CONTENT_SECURITY_POLICY,
@@ -55,14 +90,25 @@ pub fn not_found_page() -> HttpResponse {
         ))
         .insert_header((header::X_CONTENT_TYPE_OPTIONS, "nosniff"))
         .insert_header((header::REFERRER_POLICY, "no-referrer"))
-        .body(NOT_FOUND_PAGE)
+        .body(format!(
+            "<!doctype html><html><head><meta charset=\"utf-8\"><title>{title}</title></head>\
+             <body><h1>{title}</h1><p>{line}</p></body></html>"
+        ))
 }
 
 /// Every path outside the service's own routes: `/{code}` redirects on GET and HEAD (HEAD answers
-/// the same without counting), takes a password-protected link's form on POST, and is 405 for
-/// other methods; any other path is the 404 page. A link with rules (expiry, password, …) is
+/// the same without counting), takes a password-protected link's form on POST, and is a 405 page
+/// for other methods; any other path is the 404 page. A link with rules (expiry, password, …) is
 /// answered by `link_pages.rs`; a plain one right here.
-pub async fn redirect(
+pub async fn redirect(state: Data<AppState>, req: HttpRequest, payload: Payload) -> HttpResponse {
+    match answer(state, req, payload).await {
+        Ok(answer) => answer,
+        Err(error) => error_page(&error),
+    }
+}
+
+/// [`redirect`]'s answer, or the error its page says.
+async fn answer(
     state: Data<AppState>,
     req: HttpRequest,
     payload: Payload,
@@ -83,7 +129,7 @@ pub async fn redirect(
         } else {
             "GET, HEAD"
         };
-        return Err(ApiError::MethodNotAllowed { allow });
+        return Ok(method_not_allowed_page(allow));
     }
     if let Some(rules) = rules {
         return super::link_pages::follow_rules(&state, &req, payload, &target, rules).await;
