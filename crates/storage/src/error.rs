@@ -75,7 +75,9 @@ impl From<DieselError> for StorageError {
 /// SQLite reports a locked database after its busy timeout, PostgreSQL a terminated
 /// connection or statement timeout under this kind: all pass by themselves. So does a full disk,
 /// once space is made (SQLite's `SQLITE_FULL`; PostgreSQL's "could not extend file … No space
-/// left on device"): the write is refused whole, and the same call succeeds then.
+/// left on device"): the write is refused whole, and the same call succeeds then. And so does a
+/// missing table, the schema of a database recreated empty under a running server (`/readyz`
+/// says so too): it passes once the database is migrated again.
 fn is_connection_failure(message: &str) -> bool {
     const PASSING: [&str; 7] = [
         "database is locked",
@@ -86,7 +88,13 @@ fn is_connection_failure(message: &str) -> bool {
         "database or disk is full",
         "No space left on device",
     ];
-    PASSING.iter().any(|p| message.contains(p))
+    PASSING.iter().any(|p| message.contains(p)) || is_missing_table(message)
+}
+
+/// PostgreSQL's `relation "links" does not exist`, SQLite's `no such table: links`.
+fn is_missing_table(message: &str) -> bool {
+    message.starts_with("no such table: ")
+        || (message.starts_with("relation \"") && message.ends_with("\" does not exist"))
 }
 
 impl From<diesel_async::pooled_connection::deadpool::PoolError> for StorageError {
@@ -109,9 +117,17 @@ mod tests {
             "database is locked",
             "database or disk is full",
             "could not extend file \"base/16384/16385\": No space left on device",
+            "no such table: links",
+            "relation \"links\" does not exist",
         ] {
             assert!(error(passing).is_unavailable(), "{passing}");
         }
-        assert!(!error("no such table: links").is_unavailable());
+        for bug in [
+            "column \"nme\" does not exist",
+            "no such column: nme",
+            "near \"SELCT\": syntax error",
+        ] {
+            assert!(!error(bug).is_unavailable(), "{bug}");
+        }
     }
 }

@@ -151,6 +151,8 @@ async fn a_dropped_postgres_database_is_503_until_it_is_back() {
     postgres_admin(&format!("CREATE DATABASE {name}")).await;
     let ready = send(app.client.get(app.url("/readyz"))).await;
     assert_error(ready, 503, "SERVICE_UNAVAILABLE").await;
+    // The API says the same, not a 500 for a missing table.
+    assert_error(app.get("/links").await, 503, "SERVICE_UNAVAILABLE").await;
     // Migrated (`shortlink migrate`, or another instance starting), it is ready again.
     app.db.store().await;
     let recovered = poll(DEADLINE, || async {
