@@ -269,7 +269,11 @@ pub(crate) async fn mark_stale(c: &mut Conn, days: &[i64]) -> Result<(), Storage
     Ok(())
 }
 
-/// Marks stale the days before today that `batch`'s clicks fall on (written late).
+/// Marks stale the days `batch`'s clicks fall on that may be rolled up already: the days before
+/// today (written late), and later ones found rolled up, which another instance whose clock is
+/// ahead of this one's (or this one, before its clock was set back) rolled up. Checking the
+/// rollups for every day would cost each flush a query for nothing; today's is the one that
+/// might be there without this clock knowing.
 pub(crate) async fn mark_late_days_stale(
     c: &mut Conn,
     batch: &ClickBatch,
@@ -278,13 +282,22 @@ pub(crate) async fn mark_late_days_stale(
     let mut days: Vec<i64> = (batch.links.iter())
         .flat_map(|link| &link.clicks)
         .map(|event| event.click.timestamp.unix_millis().div_euclid(DAY))
-        .filter(|&day| day < today)
         .collect();
+    days.sort_unstable();
+    days.dedup();
+    let since_today = days.partition_point(|&day| day < today);
+    if since_today < days.len() {
+        let rolled_up: Vec<i64> = rolled::table
+            .filter(rolled::day.eq_any(&days[since_today..]))
+            .select(rolled::day)
+            .load(c)
+            .await?;
+        days.truncate(since_today);
+        days.extend(rolled_up);
+    }
     if days.is_empty() {
         return Ok(());
     }
-    days.sort_unstable();
-    days.dedup();
     mark_stale(c, &days).await
 }
 

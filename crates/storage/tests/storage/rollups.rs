@@ -357,3 +357,44 @@ async fn on(db: &TestDatabase) {
     );
     assert_eq!(totals(&store, &range).await, (9, 9));
 }
+
+/// A click of today (by this clock) on a day another instance, whose clock is ahead, has rolled
+/// up already: the day is read from its events again, so the click counts. Before, only days
+/// before this clock's today were marked, and the rolled-up day missed the click until
+/// retention removed it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_day_rolled_up_by_a_clock_ahead_still_counts_clicks_written_after() {
+    let test = concat!(
+        module_path!(),
+        "::a_day_rolled_up_by_a_clock_ahead_still_counts_clicks_written_after"
+    );
+    for db in TestDatabase::all(test).await {
+        let store = db.store().await;
+        let today = Timestamp::now().unix_millis().div_euclid(DAY) * DAY;
+        let ws = workspace(&store, "skewed").await;
+        let link = create(&store, new_link(&ws, None, "https://example.com/skew")).await;
+        let click = |visitor| Click {
+            link: &link,
+            at: today,
+            visitor,
+            country: Some("GB"),
+            device: "desktop",
+            referrer: "(direct)",
+        };
+        record(&store, &[click(1)]).await;
+        // The other instance's clock is two days ahead: today is over there.
+        let ahead = Timestamp::from_unix_millis(today + 2 * DAY);
+        assert_eq!(store.roll_up_analytics(ahead, None).await.unwrap(), 1);
+        record(&store, &[click(2)]).await;
+
+        let range = between(&ws, today, today + DAY);
+        assert_eq!(totals(&store, &range).await, (2, 2), "{:?}", db.kind);
+        assert_eq!(store.roll_up_analytics(ahead, None).await.unwrap(), 1);
+        assert_eq!(
+            totals(&store, &range).await,
+            (2, 2),
+            "{:?}, rolled up again",
+            db.kind
+        );
+    }
+}
