@@ -114,6 +114,8 @@ pub(super) fn parse<T: serde::de::DeserializeOwned>(
 #[serde(rename_all = "camelCase")]
 pub struct Totals {
     clicks: u64,
+    /// Distinct visitors of each UTC day, added up over the range's days (the visitor hash is
+    /// keyed anew every day): one person on two days counts twice.
     unique_visitors: u64,
 }
 
@@ -124,6 +126,7 @@ pub struct Bucket {
     /// Where the bucket begins, in the query's time zone (RFC 3339 with its offset).
     start: String,
     clicks: u64,
+    /// Distinct visitors of each UTC day the bucket covers, added up.
     unique_visitors: u64,
 }
 
@@ -146,6 +149,7 @@ pub struct Group {
     #[schema(required = true)]
     key: Option<String>,
     clicks: u64,
+    /// Distinct visitors of each UTC day, added up over the range's days.
     unique_visitors: u64,
 }
 
