@@ -77,6 +77,9 @@ pub(crate) struct Sqlite {
     index: Arc<RedirectIndex>,
     /// Clicks journaled and not yet folded, once [`Sqlite::start_click_journal`] ran.
     journal: ClickJournal,
+    /// The file's server lock, taken before the migrations ([`Sqlite::lock_for_server`]) and
+    /// handed to the journal when it starts.
+    server_lock: std::sync::Mutex<Option<std::fs::File>>,
     /// The codes of links created since the last fold of the code index.
     codes: RecentCodes,
     /// Whether a fold of the recent codes is on its way ([`Sqlite::start_code_fold`]).
@@ -100,6 +103,7 @@ impl Sqlite {
             writer,
             index: Arc::new(RedirectIndex::empty()),
             journal: ClickJournal::default(),
+            server_lock: std::sync::Mutex::default(),
             codes: RecentCodes::default(),
             folding_codes: AtomicBool::new(false),
             readers_key: reader::ReaderKey::new(),
@@ -205,6 +209,15 @@ impl Sqlite {
         Ok(loaded)
     }
 
+    /// Takes the file's server lock ahead of [`Sqlite::start_click_journal`], which keeps it:
+    /// a server takes it before migrating, so that a second server (an older build's, say) is
+    /// refused before it changes the schema under the first.
+    pub(crate) fn lock_for_server(&self) -> Result<(), StorageError> {
+        let lock = click_journal::lock_server(&self.path)?;
+        *self.server_lock.lock().unwrap_or_else(|e| e.into_inner()) = Some(lock);
+        Ok(())
+    }
+
     /// Journals every later flush of clicks, folding them every `fold_interval`, after folding
     /// what an earlier process left; refused while another server holds the file.
     pub(crate) async fn start_click_journal(
@@ -216,7 +229,8 @@ impl Sqlite {
             // Its rows are in the sum already: loading them again would count them twice.
             return Ok(());
         }
-        let server_lock = click_journal::lock_server(&self.path)?;
+        let taken = (self.server_lock.lock().unwrap_or_else(|e| e.into_inner())).take();
+        let server_lock = taken.map_or_else(|| click_journal::lock_server(&self.path), Ok)?;
         recent_codes::complete(&mut writer, &self.codes).await?;
         click_journal::load_journal(writer.conn(), &self.journal).await?;
         click_journal::fold_journal(writer.conn(), &self.journal).await?;

@@ -283,13 +283,16 @@ impl Store {
     /// Opens the database at `url` ready for use, in the order it needs: connects, applies
     /// pending migrations, makes the click events' partitions of this month and the
     /// `MONTHS_AHEAD` (three) after it (PostgreSQL, `pg/partitions.rs`), and, for a server
-    /// ([`StoreOptions::server`]) on SQLite, starts the click journal (first: it takes the file's
-    /// server lock, so a second server on the file is refused before anything is loaded, and it
-    /// folds what an earlier process left), loads the redirect index and makes the webhook
+    /// ([`StoreOptions::server`]) on SQLite, starts the click journal (it folds what an earlier
+    /// process left, under the file's server lock, taken before the migrations: a second server
+    /// on the file is refused before it changes anything), loads the redirect index and makes the webhook
     /// deliveries an earlier process leased due again (no other server uses the file). Its
     /// counterpart is [`Store::shutdown`].
     pub async fn open(url: &str, options: StoreOptions) -> Result<Self, StorageError> {
         let store = Self::connect(url, options.pool)?;
+        if let (Some(_), Some(sqlite)) = (&options.server, store.sqlite()) {
+            sqlite.lock_for_server()?;
+        }
         store.migrate().await?;
         // The click events' partitions for this month and the `MONTHS_AHEAD` after it exist
         // before any is written. (Nothing is deleted without `keep_after`, so the batch size is

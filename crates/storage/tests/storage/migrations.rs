@@ -185,3 +185,34 @@ async fn a_database_a_newer_build_migrated_is_refused() {
         assert_eq!(found.id, ws.id);
     }
 }
+
+/// A server takes a SQLite file's lock before it migrates: a second server on the file (an
+/// older build's, in an upgrade) is refused before it changes the schema under the first.
+/// Before, the schema was migrated and only then the lock found taken.
+#[tokio::test]
+async fn a_second_server_on_a_sqlite_file_is_refused_before_it_migrates() {
+    let db = TestDatabase::sqlite();
+    migrate_before(&db, "2026-11-28-000001", String::new()).await;
+    let path = db.url.trim_start_matches("sqlite://");
+    let held = std::fs::File::create(format!("{path}.lock")).unwrap();
+    held.try_lock().unwrap();
+
+    let server = StoreOptions {
+        server: Some(shortlink_storage::ServerOptions::default()),
+        ..StoreOptions::default()
+    };
+    let refused = Store::open(&db.url, server).await.err().expect("refused");
+    assert!(
+        refused
+            .to_string()
+            .contains("another server is using this SQLite file"),
+        "{refused}"
+    );
+    drop(held);
+    let store = Store::connect(&db.url, shortlink_storage::PoolOptions::default()).unwrap();
+    assert_eq!(
+        store.migrate().await.unwrap(),
+        1,
+        "the refused server migrated nothing"
+    );
+}
