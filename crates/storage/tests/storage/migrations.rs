@@ -201,7 +201,9 @@ async fn a_second_server_on_a_sqlite_file_is_refused_before_it_migrates() {
         server: Some(shortlink_storage::ServerOptions::default()),
         ..StoreOptions::default()
     };
-    let refused = Store::open(&db.url, server).await.err().expect("refused");
+    let Err(refused) = Store::open(&db.url, server).await else {
+        panic!("a second server is refused");
+    };
     assert!(
         refused
             .to_string()
