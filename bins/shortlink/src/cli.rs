@@ -8,7 +8,7 @@ use shortlink_analytics::TrustedProxies;
 use shortlink_domain::{ApiKeyId, BaseUrl, DEFAULT_RATE_LIMIT};
 use shortlink_http::routes::dashboard::RootRedirect;
 use shortlink_server::{Application, Config, admin};
-use shortlink_storage::{PoolOptions, Store};
+use shortlink_storage::{PoolOptions, Schema, Store};
 use shortlink_webhooks::RetrySchedule;
 
 use crate::logging::LogFormat;
@@ -302,6 +302,39 @@ impl Cli {
     }
 }
 
+/// Migrates the database for `migrate`, and for `workspace create` when it is new (the first
+/// step of a setup); every other command needs the schema this build expects, and changes no
+/// schema: run against a database older instances still serve, it would take them out of
+/// rotation (their `/readyz` fails on a newer schema), a `key list` included. Returns how many
+/// migrations ran.
+async fn prepare(store: &Store, command: &Command) -> anyhow::Result<usize> {
+    let schema = store
+        .schema()
+        .await
+        .context("could not read the database")?;
+    let migrate = match (&schema, command) {
+        (_, Command::Migrate) => true,
+        (Schema::New { .. }, Command::Workspace(WorkspaceCommand::Create { .. })) => true,
+        (Schema::Current, _) => false,
+        (Schema::Older { .. }, _) => anyhow::bail!(
+            "{schema}: run `shortlink migrate` first (servers of the older build on this database \
+             then stop being ready; see DEPLOYMENT.md)"
+        ),
+        // `migrate` refuses it with the reason.
+        (Schema::Newer { .. }, _) => true,
+        (Schema::New { .. }, _) => anyhow::bail!(
+            "{schema}: `shortlink migrate`, `shortlink serve` or `shortlink workspace create` sets it up"
+        ),
+    };
+    if !migrate {
+        return Ok(0);
+    }
+    store
+        .migrate()
+        .await
+        .context("could not prepare the database")
+}
+
 /// Runs the command the user asked for.
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
     let command = cli.command.unwrap_or(Command::Serve(cli.serve));
@@ -323,10 +356,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             e => e.into(),
         })?,
     };
-    let applied = store
-        .migrate()
-        .await
-        .context("could not prepare the database")?;
+    let applied = prepare(&store, &command).await?;
     match command {
         Command::Serve(_) => unreachable!("handled above"),
         Command::Migrate => {

@@ -362,6 +362,10 @@ pub(crate) const EXPORT_JOINS_LINKS: bool = true;
 /// How the flush's event insert begins (see the SQLite one, which has a reason to differ).
 pub(crate) const INSERT_EVENTS: &str = "INSERT INTO";
 
+/// Whether the migrations' bookkeeping table exists (a database no migration ran on has none).
+pub(crate) const HAS_MIGRATIONS_TABLE: &str = "SELECT count(*) AS n FROM pg_catalog.pg_tables \
+     WHERE schemaname = current_schema() AND tablename = '__diesel_schema_migrations'";
+
 /// What makes an ordering of text compare bytes, whatever collation the database was created
 /// with (en_US and ICU ones order punctuation and case otherwise).
 pub(crate) const IN_BYTE_ORDER: &str = " COLLATE \"C\"";

@@ -156,7 +156,7 @@ fn an_in_memory_sqlite_database_is_refused_in_one_line() {
     ] {
         let message = cli(url, args).one_line_error().to_owned();
         assert!(
-            message.contains("in-memory SQLite database") && message.contains(url),
+            message.contains("in-memory or temporary SQLite database") && message.contains(url),
             "{url} {args:?}: {message}"
         );
         assert!(
@@ -283,6 +283,50 @@ async fn migrate_on_a_newer_builds_schema_fails_naming_both_versions() {
         .one_line_error()
         .to_owned();
     assert!(message.contains("newer build"), "{message}");
+}
+
+/// Only `migrate` (and `workspace create` on a new database) changes the schema: any other
+/// command on an older build's schema says to migrate, and leaves it as it is, so that an
+/// administrator's `key list` with the new build does not take the old servers still on the
+/// database out of rotation in the middle of a rolling upgrade.
+#[tokio::test]
+async fn only_migrate_changes_an_older_schema() {
+    let db = TestDatabase::sqlite();
+    acme_with_a_key(&db);
+    let newest = "(SELECT max(version) FROM __diesel_schema_migrations)";
+    db.execute(&format!(
+        "CREATE TABLE taken_away AS SELECT * FROM __diesel_schema_migrations WHERE version = {newest}; \
+         DELETE FROM __diesel_schema_migrations WHERE version = {newest}"
+    ))
+    .await;
+    for args in [
+        &["key", "list", "--workspace", "acme"][..],
+        &["workspace", "list"],
+        &["workspace", "create", "late"],
+        &["workspace", "update", "acme", "--rate-limit", "5"],
+    ] {
+        let message = cli(&db.url, args).one_line_error().to_owned();
+        assert!(
+            message.contains("this build expects")
+                && message.contains("run `shortlink migrate` first"),
+            "{args:?}: {message}"
+        );
+    }
+    // Nothing was migrated (the version would be there twice): with it back, all works again.
+    db.execute(
+        "INSERT INTO __diesel_schema_migrations SELECT * FROM taken_away; DROP TABLE taken_away",
+    )
+    .await;
+    assert!(
+        cli(&db.url, &["workspace", "list"])
+            .success()
+            .contains("acme")
+    );
+    assert!(
+        !cli(&db.url, &["workspace", "list"])
+            .success()
+            .contains("late")
+    );
 }
 
 #[test]

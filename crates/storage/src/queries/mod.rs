@@ -20,10 +20,10 @@ mod webhooks;
 mod workspaces;
 
 pub(crate) use super::{
-    Conn, Creation, EXPORT_JOINS_LINKS, IN_BYTE_ORDER, INSERT_EVENTS, announce, begin_creation,
-    count_clicks, exclude_delivery_writers, insert_attempts, insert_deliveries, insert_event_rows,
-    insert_new_links, insert_rollup_rows, load_rows, lock_due, lock_endpoint, lock_link,
-    lock_subscribed, lock_workspace, write_transaction,
+    Conn, Creation, EXPORT_JOINS_LINKS, HAS_MIGRATIONS_TABLE, IN_BYTE_ORDER, INSERT_EVENTS,
+    announce, begin_creation, count_clicks, exclude_delivery_writers, insert_attempts,
+    insert_deliveries, insert_event_rows, insert_new_links, insert_rollup_rows, load_rows,
+    lock_due, lock_endpoint, lock_link, lock_subscribed, lock_workspace, write_transaction,
 };
 
 /// The backend the queries are compiled for.

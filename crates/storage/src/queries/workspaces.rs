@@ -4,18 +4,30 @@ use diesel::prelude::*;
 use diesel_async::RunQueryDsl;
 use shortlink_domain::{ApiKey, ApiKeyHash, ApiKeyId, RateLimit, Workspace, WorkspaceId};
 
-use super::Conn;
+use super::{Conn, HAS_MIGRATIONS_TABLE};
 use crate::StorageError;
 use crate::model::AuthenticatedKey;
 use crate::rows::{ApiKeyRow, WorkspaceRow, found, rate_column};
 use crate::schema::{api_keys, workspaces};
 
-/// The version of the newest migration applied to the database (diesel's bookkeeping table).
+/// The version of the newest migration applied to the database (diesel's bookkeeping table);
+/// `None` when none was (a new database has not even the table).
 pub(crate) async fn schema_version(c: &mut Conn) -> Result<Option<String>, StorageError> {
+    #[derive(QueryableByName)]
+    struct Count {
+        #[diesel(sql_type = diesel::sql_types::BigInt)]
+        n: i64,
+    }
     #[derive(QueryableByName)]
     struct Newest {
         #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::Text>)]
         version: Option<String>,
+    }
+    let table: Count = diesel::sql_query(HAS_MIGRATIONS_TABLE)
+        .get_result(c)
+        .await?;
+    if table.n == 0 {
+        return Ok(None);
     }
     let newest: Newest =
         diesel::sql_query("SELECT max(version) AS version FROM __diesel_schema_migrations")

@@ -43,10 +43,10 @@ use self::recent_codes::RecentCodes;
 pub(crate) use self::recent_codes::fold_codes;
 use self::redirect_index::RedirectIndex;
 pub(crate) use self::statements::{
-    Creation, EXPORT_JOINS_LINKS, IN_BYTE_ORDER, INSERT_EVENTS, announce, begin_creation,
-    exclude_delivery_writers, insert_attempts, insert_deliveries, insert_event_rows,
-    insert_new_links, insert_rollup_rows, load_rows, lock_due, lock_endpoint, lock_link,
-    lock_subscribed, lock_workspace, write_transaction,
+    Creation, EXPORT_JOINS_LINKS, HAS_MIGRATIONS_TABLE, IN_BYTE_ORDER, INSERT_EVENTS, announce,
+    begin_creation, exclude_delivery_writers, insert_attempts, insert_deliveries,
+    insert_event_rows, insert_new_links, insert_rollup_rows, load_rows, lock_due, lock_endpoint,
+    lock_link, lock_subscribed, lock_workspace, write_transaction,
 };
 pub(crate) use self::writer::{Held, Writer};
 use crate::StorageError;

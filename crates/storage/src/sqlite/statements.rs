@@ -312,6 +312,10 @@ pub(crate) const EXPORT_JOINS_LINKS: bool = false;
 /// flush's transaction is rolled back whole on any error, so no partial statement survives.
 pub(crate) const INSERT_EVENTS: &str = "INSERT OR FAIL INTO";
 
+/// See the PostgreSQL one.
+pub(crate) const HAS_MIGRATIONS_TABLE: &str = "SELECT count(*) AS n FROM sqlite_master \
+     WHERE type = 'table' AND name = '__diesel_schema_migrations'";
+
 /// See the PostgreSQL one: SQLite's default collation (`BINARY`) compares bytes already.
 pub(crate) const IN_BYTE_ORDER: &str = "";
 

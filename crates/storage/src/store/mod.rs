@@ -185,6 +185,51 @@ fn is_in_memory(path: &str) -> bool {
             .any(|param| matches!(param, "mode=memory" | "vfs=memdb"))
 }
 
+/// Where a database's schema stands against the migrations this build embeds (migration
+/// versions are their directories' dates and numbers, so they order as text).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Schema {
+    /// No migration has run: a new database.
+    New {
+        /// The newest migration this build embeds.
+        expected: String,
+    },
+    /// The newest migration this build embeds is the newest applied.
+    Current,
+    /// An older build's schema: [`Store::migrate`] brings it up to date.
+    Older {
+        /// The newest migration applied.
+        found: String,
+        /// The newest migration this build embeds.
+        expected: String,
+    },
+    /// A newer build's schema, which this build does not serve.
+    Newer {
+        /// The newest migration applied.
+        found: String,
+        /// The newest migration this build embeds.
+        expected: String,
+    },
+}
+
+impl std::fmt::Display for Schema {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Schema::New { expected } => {
+                write!(
+                    f,
+                    "the database has no schema yet; this build expects migration {expected}"
+                )
+            }
+            Schema::Current => write!(f, "the database schema is this build's"),
+            Schema::Older { found, expected } | Schema::Newer { found, expected } => write!(
+                f,
+                "the database schema is at migration {found}, this build expects {expected}"
+            ),
+        }
+    }
+}
+
 impl Store {
     /// The SQLite state, if this is SQLite.
     fn sqlite(&self) -> Option<&Arc<Sqlite>> {
@@ -382,19 +427,24 @@ impl Store {
         if let Backend::Sqlite(sqlite) = &self.backend {
             sqlite.check_file()?;
         }
+        match self.schema().await? {
+            Schema::Current => Ok(()),
+            other => Err(StorageError::Unavailable(other.to_string())),
+        }
+    }
+
+    /// Where the database's schema stands against the migrations this build embeds.
+    pub async fn schema(&self) -> Result<Schema, StorageError> {
         let found = self
             .detached(|s| async move { dispatch!(s, read, schema_version()) })
             .await?;
-        let expected = crate::migrate::latest_version(self.kind());
-        if found == expected {
-            Ok(())
-        } else {
-            Err(StorageError::Unavailable(format!(
-                "the database schema is at migration {}, this build expects {}",
-                found.as_deref().unwrap_or("none"),
-                expected.as_deref().unwrap_or("none")
-            )))
-        }
+        let expected = crate::migrate::latest_version(self.kind()).unwrap_or_default();
+        Ok(match found {
+            None => Schema::New { expected },
+            Some(found) if found == expected => Schema::Current,
+            Some(found) if found < expected => Schema::Older { found, expected },
+            Some(found) => Schema::Newer { found, expected },
+        })
     }
 
     /// Runs `delete`, a short transaction deleting up to `batch` rows (of each kind it deletes),
