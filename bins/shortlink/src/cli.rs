@@ -381,7 +381,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 println!(
                     "{}\t{}\t{}/s\t{}",
                     ws.id,
-                    ws.name,
+                    shown(&ws.name),
                     ws.rate_limit.per_second(),
                     ws.created_at
                 );
@@ -408,7 +408,11 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                     .map_or_else(|| "active".to_owned(), |t| format!("revoked {t}"));
                 println!(
                     "{}\t{}…\t{}\t{}\t{}",
-                    key.id, key.prefix, key.name, key.created_at, state
+                    key.id,
+                    key.prefix,
+                    shown(&key.name),
+                    key.created_at,
+                    state
                 );
             }
         }
@@ -423,6 +427,22 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// A name as a listing prints it: control characters escaped (`\t`, `\n`, `\u{1b}`), so that
+/// a name stored by a build that did not refuse them cannot break a line of tab-separated
+/// columns, or forge one.
+fn shown(name: &str) -> std::borrow::Cow<'_, str> {
+    if !name.chars().any(char::is_control) {
+        return name.into();
+    }
+    name.chars()
+        .map(|c| match c.is_control() {
+            true => c.escape_default().to_string(),
+            false => c.to_string(),
+        })
+        .collect::<String>()
+        .into()
 }
 
 async fn serve(database_url: String, args: ServeArgs, log_format: LogFormat) -> anyhow::Result<()> {
@@ -488,6 +508,15 @@ mod tests {
             Some(Command::Serve(args)) => args,
             Some(other) => panic!("not serve: {other:?}"),
         }
+    }
+
+    #[test]
+    fn listed_names_show_control_characters_escaped() {
+        assert_eq!(shown("plain name é"), "plain name é");
+        assert_eq!(
+            shown("tab\there\nkey_FAKE\u{1b}[2J"),
+            "tab\\there\\nkey_FAKE\\u{1b}[2J"
+        );
     }
 
     #[test]

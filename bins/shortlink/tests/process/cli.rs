@@ -329,6 +329,20 @@ async fn only_migrate_changes_an_older_schema() {
     );
 }
 
+/// A key name with a tab and a newline, stored by a build that did not refuse them, cannot
+/// forge a row of `key list`: it shows them escaped, one line per key.
+#[tokio::test]
+async fn a_stored_name_with_control_characters_is_listed_on_one_line() {
+    let db = TestDatabase::sqlite();
+    acme_with_a_key(&db);
+    db.execute("UPDATE api_keys SET name = 'tab' || char(9) || 'here' || char(10) || 'key_FAKE'")
+        .await;
+    let out = cli(&db.url, &["key", "list", "--workspace", "acme"]);
+    let listed = out.success();
+    assert_eq!(listed.lines().count(), 1, "{listed}");
+    assert!(listed.contains("tab\\there\\nkey_FAKE"), "{listed}");
+}
+
 #[test]
 fn the_database_url_is_read_from_the_environment() {
     let db = TestDatabase::sqlite();
