@@ -56,12 +56,16 @@ impl VisitorKey {
     }
 
     /// The visitor of a click at `unix_millis` (UTC) from `address` with `user_agent`, as a
-    /// number (the first 8 bytes of HMAC-SHA256(HMAC-SHA256(secret, day), address ‖ agent)).
-    pub fn visitor(&self, unix_millis: i64, address: IpAddr, user_agent: &str) -> i64 {
+    /// number (the first 8 bytes of HMAC-SHA256(HMAC-SHA256(secret, day), address ‖ 0 ‖
+    /// agent)). Clicks with no known address (an embedder's) hash with an empty address: one
+    /// visitor per agent and day, like any other, so that visitors still add up across days.
+    /// (No agent holds a NUL byte, HTTP forbids it, so the empty address is no real one.)
+    pub fn visitor(&self, unix_millis: i64, address: Option<IpAddr>, user_agent: &str) -> i64 {
         let mut mac = self.day_mac(unix_millis.div_euclid(MILLIS_PER_DAY));
         match address {
-            IpAddr::V4(v4) => mac.update(&v4.octets()),
-            IpAddr::V6(v6) => mac.update(&v6.octets()),
+            Some(IpAddr::V4(v4)) => mac.update(&v4.octets()),
+            Some(IpAddr::V6(v6)) => mac.update(&v6.octets()),
+            None => {}
         }
         mac.update(&[0]);
         mac.update(user_agent.as_bytes());
@@ -81,15 +85,30 @@ mod tests {
         let key = VisitorKey::new(*b"0123456789abcdef0123456789abcdef");
         let addr: IpAddr = "81.2.69.142".parse().expect("an address");
         let noon = 1_764_000_000_000 - 1_764_000_000_000 % MILLIS_PER_DAY + MILLIS_PER_DAY / 2;
-        let a = key.visitor(noon, addr, "UA");
-        assert_eq!(a, key.visitor(noon + 3_600_000, addr, "UA"));
-        assert_ne!(a, key.visitor(noon + MILLIS_PER_DAY, addr, "UA"));
-        assert_ne!(a, key.visitor(noon, addr, "other UA"));
+        let a = key.visitor(noon, Some(addr), "UA");
+        assert_eq!(a, key.visitor(noon + 3_600_000, Some(addr), "UA"));
+        assert_ne!(a, key.visitor(noon + MILLIS_PER_DAY, Some(addr), "UA"));
+        assert_ne!(a, key.visitor(noon, Some(addr), "other UA"));
         assert_ne!(
             a,
-            key.visitor(noon, "81.2.69.143".parse().expect("an address"), "UA")
+            key.visitor(noon, "81.2.69.143".parse().ok(), "UA")
         );
         let other_secret = VisitorKey::new(*b"fedcba9876543210fedcba9876543210");
-        assert_ne!(a, other_secret.visitor(noon, addr, "UA"));
+        assert_ne!(a, other_secret.visitor(noon, Some(addr), "UA"));
+    }
+
+    /// Clicks with no known address are one visitor per agent and day, as any address's are:
+    /// they used to be visitor 0 on every day, counted once over a range read from the events
+    /// and once a day from the rollups.
+    #[test]
+    fn no_address_is_a_visitor_of_its_day() {
+        let key = VisitorKey::new(*b"0123456789abcdef0123456789abcdef");
+        let noon = 1_764_000_000_000 - 1_764_000_000_000 % MILLIS_PER_DAY + MILLIS_PER_DAY / 2;
+        let a = key.visitor(noon, None, "UA");
+        assert_eq!(a, key.visitor(noon + 3_600_000, None, "UA"));
+        assert_ne!(a, key.visitor(noon + MILLIS_PER_DAY, None, "UA"));
+        assert_ne!(a, key.visitor(noon, None, "other UA"));
+        assert_ne!(a, key.visitor(noon, "0.0.0.0".parse().ok(), "UA"));
+        assert_ne!(a, 0);
     }
 }

@@ -57,13 +57,13 @@ impl Enricher {
             _ => Default::default(),
         };
         let referrer = referrer(visit.referrer.as_deref());
-        let visitor = match (self.key.get(), visit.address) {
-            (Some(key), Some(address)) => key.visitor(
+        let visitor = match self.key.get() {
+            Some(key) => key.visitor(
                 visit.timestamp.unix_millis(),
-                address,
+                visit.address,
                 visit.user_agent.as_deref().unwrap_or_default(),
             ),
-            _ => 0,
+            None => 0,
         };
         ClickEvent {
             click: ClickInfo {
