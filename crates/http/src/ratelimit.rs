@@ -158,7 +158,15 @@ pub struct AuthFailureGuard {
     blocked: moka::sync::Cache<IpAddr, std::time::Instant>,
     clock: DefaultClock,
     per_minute: u32,
+    /// Failures counted since the addresses were last forgotten ([`AuthFailureGuard::shrink`]).
+    since_shrink: std::sync::atomic::AtomicU32,
 }
+
+/// Failures counted between two [`AuthFailureGuard::shrink`]s: the keyed counts keep an entry
+/// for every address that ever failed until told to forget the full ones, so addresses sending
+/// bad keys from everywhere grew the server's memory for good. Forgetting walks every entry; once
+/// in so many failures it costs each failure little.
+const SHRINK_EVERY: u32 = 10_000;
 
 impl Default for AuthFailureGuard {
     fn default() -> Self {
@@ -179,6 +187,7 @@ impl AuthFailureGuard {
                 .time_to_live(Duration::from_secs(60))
                 .build(),
             clock: DefaultClock::default(),
+            since_shrink: std::sync::atomic::AtomicU32::new(0),
         }
     }
 
@@ -193,6 +202,12 @@ impl AuthFailureGuard {
     /// failures counted at once, in flight together, can: the one that spends the budget blocks
     /// the address).
     pub fn record_failure(&self, addr: IpAddr) -> Option<u64> {
+        let counted = 1 + (self.since_shrink).fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        if counted >= SHRINK_EVERY {
+            self.since_shrink
+                .store(0, std::sync::atomic::Ordering::Relaxed);
+            self.shrink();
+        }
         match self.failures.check_key(&addr) {
             Ok(left) => {
                 if left.remaining_burst_capacity() == 0 {
@@ -223,15 +238,32 @@ impl AuthFailureGuard {
         self.per_minute
     }
 
-    /// Forgets addresses whose budget is full again (call now and then).
-    pub fn shrink(&self) {
+    /// Forgets addresses whose budget is full again (every [`SHRINK_EVERY`] failures).
+    fn shrink(&self) {
         self.failures.retain_recent();
+        self.failures.shrink_to_fit();
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Addresses whose budget is full again are forgotten as failures go on: the counts of
+    /// addresses that failed once, long enough ago, do not stay in memory for good.
+    #[test]
+    fn addresses_that_failed_long_ago_are_forgotten() {
+        // A failure a millisecond: an address's budget is full again a millisecond after.
+        let guard = AuthFailureGuard::new(60_000);
+        let address = |n: u32| IpAddr::from(std::net::Ipv4Addr::from(0x0a00_0000 + n));
+        for n in 0..SHRINK_EVERY - 1 {
+            guard.record_failure(address(n));
+        }
+        assert_eq!(guard.failures.len(), (SHRINK_EVERY - 1) as usize);
+        std::thread::sleep(Duration::from_millis(20));
+        guard.record_failure(address(SHRINK_EVERY));
+        assert!(guard.failures.len() <= 1, "{}", guard.failures.len());
+    }
 
     fn check(l: &LocalRateLimiter, ws: WorkspaceId, rate: u32) -> Decision {
         let fut = l.check(ws, RateLimit::new(rate).unwrap());
