@@ -1,9 +1,12 @@
 //! The error envelope and the one table that maps every error to (HTTP status, `error.code`).
 //!
 //! Which error type to use where: handlers and extractors return [`ApiError`]; the service's
-//! and storage's errors convert into it (`?` works); nothing else reaches the client. actix's own errors (bad JSON,
-//! unknown routes, wrong methods) are routed here too, by the JSON/query/path configs and the
-//! default services set up in [`crate::configure`].
+//! and storage's errors convert into it (`?` works); nothing else reaches the client. Bodies and
+//! query strings are read by this crate's own extractors (`extract.rs`: `JsonBody`,
+//! `QueryParams`), which answer in the envelope; a handler that took actix's `web::Json` or
+//! `web::Query` instead would answer actix's plain-text 400. actix's path errors, unknown routes
+//! and wrong methods are routed here by the path config and the default services set up in
+//! [`crate::configure`].
 
 use std::time::Instant;
 
@@ -78,13 +81,16 @@ pub enum ApiError {
     #[error("the request body did not arrive within {0} s")]
     RequestTimeout(u64),
     /// The body is over the limit.
-    #[error("request body must be at most 1 MiB")]
+    #[error("request body must be at most {} MiB", crate::extract::MAX_BODY_BYTES >> 20)]
     PayloadTooLarge,
     /// The request target is over [`crate::head_limits::MAX_URI_BYTES`].
-    #[error("request URI must be at most 16 KiB")]
+    #[error("request URI must be at most {} KiB", crate::head_limits::MAX_URI_BYTES >> 10)]
     UriTooLong,
     /// The header fields together are over [`crate::head_limits::MAX_HEADER_BYTES`].
-    #[error("request header fields must be at most 64 KiB in all")]
+    #[error(
+        "request header fields must be at most {} KiB in all",
+        crate::head_limits::MAX_HEADER_BYTES >> 10
+    )]
     HeadersTooLarge,
     /// The workspace's rate, or the client address's failed-authentication budget, is spent.
     #[error("rate limit exceeded; retry after {retry_after} s")]
@@ -244,15 +250,24 @@ impl From<StorageError> for ApiError {
 
 impl From<&StorageError> for ApiError {
     fn from(e: &StorageError) -> Self {
+        // Every variant by name: a new one does not compile without a decision.
         match e {
-            _ if e.is_unavailable() => {
+            StorageError::Unavailable(_) => {
                 log_unavailable(e);
                 ApiError::Unavailable
             }
             // Another request took the key over while this one's creation stalled: that one
             // creates, as for a request still running.
             StorageError::ClaimLost => ApiError::IdempotencyKeyInUse,
-            _ => ApiError::Internal(e.to_string()),
+            // The handlers check what a client sends before it reaches storage, and a store that
+            // opened has a supported URL and its schema: any of these here is a bug.
+            StorageError::AlreadyExists(_)
+            | StorageError::Query(_)
+            | StorageError::Corrupt(_)
+            | StorageError::Invalid(_)
+            | StorageError::UnsupportedUrl(_)
+            | StorageError::InMemory(_)
+            | StorageError::Migration(_) => ApiError::Internal(e.to_string()),
         }
     }
 }

@@ -235,10 +235,15 @@ fn conventions(op: &mut Operation, by_id: bool) {
         "the database is unreachable; retry later.",
     );
     if op.request_body.is_some() {
-        add(ApiError::PayloadTooLarge, "the body is over 1 MiB.");
+        let bound = crate::extract::MAX_BODY_BYTES >> 20;
         add(
-            ApiError::RequestTimeout(30),
-            "the body did not arrive whole within 30 s.",
+            ApiError::PayloadTooLarge,
+            &format!("the body is over {bound} MiB."),
+        );
+        let timeout = crate::extract::REQUEST_BODY_TIMEOUT.as_secs();
+        add(
+            ApiError::RequestTimeout(timeout),
+            &format!("the body did not arrive whole within {timeout} s."),
         );
     }
     if by_id {
