@@ -109,7 +109,7 @@ pub(crate) async fn follow_rules(
         unlocked,
     };
     match state.service.route(link, rules, &visitor).await? {
-        Route::Expired(Some(to)) => Ok(redirect(StatusCode::FOUND, to.as_str())),
+        Route::Expired(Some(to)) => Ok(redirect(StatusCode::FOUND, to.as_str().to_owned())),
         Route::Expired(None) => {
             let mut gone = if wants_json(req) {
                 ApiError::LinkExpired.error_response()
@@ -157,12 +157,14 @@ pub(crate) async fn follow_rules(
                 status
             };
             let status = StatusCode::from_u16(status.status()).unwrap_or(StatusCode::FOUND);
-            Ok(redirect(status, &to.with_query(req.query_string())))
+            Ok(redirect(status, to.with_query(req.query_string())))
         }
     }
 }
 
-fn redirect(status: StatusCode, to: &str) -> HttpResponse {
+/// A redirect to `to` with `status`, which browsers and proxies keep no copy of: the link may
+/// change, and a click must reach the server to count.
+pub(super) fn redirect(status: StatusCode, to: String) -> HttpResponse {
     HttpResponseBuilder::new(status)
         .insert_header((header::LOCATION, to))
         .insert_header((header::CACHE_CONTROL, "private, no-cache"))

@@ -10,7 +10,7 @@
 use std::borrow::Cow;
 use std::sync::{Arc, LazyLock};
 
-use actix_web::http::{Method, header};
+use actix_web::http::{Method, StatusCode, header};
 use actix_web::web::{Data, Payload};
 use actix_web::{HttpRequest, HttpResponse, HttpResponseBuilder, ResponseError};
 use shortlink_domain::{Timestamp, Visit};
@@ -92,7 +92,9 @@ fn plain_page(mut page: HttpResponseBuilder, title: &str, line: &str) -> HttpRes
         .insert_header((header::REFERRER_POLICY, "no-referrer"))
         .body(format!(
             "<!doctype html><html><head><meta charset=\"utf-8\"><title>{title}</title></head>\
-             <body><h1>{title}</h1><p>{line}</p></body></html>"
+             <body><h1>{title}</h1><p>{line}</p></body></html>",
+            title = html_escape::encode_text(title),
+            line = html_escape::encode_text(line),
         ))
 }
 
@@ -143,13 +145,10 @@ async fn answer(
             user_agent: agent.text,
         });
     }
-    Ok(HttpResponse::Found()
-        .insert_header((
-            header::LOCATION,
-            target.destination.with_query(req.query_string()),
-        ))
-        .insert_header((header::CACHE_CONTROL, "private, no-cache"))
-        .finish())
+    Ok(super::link_pages::redirect(
+        StatusCode::FOUND,
+        target.destination.with_query(req.query_string()),
+    ))
 }
 
 /// The one segment of `/{segment}`, percent-decoded; `None` for `/` and deeper paths.
