@@ -121,7 +121,7 @@ struct ServeArgs {
     #[arg(
         long,
         env = "SHORTLINK_ANALYTICS_RETENTION_DAYS",
-        default_value_t = 400
+        default_value_t = shortlink_service::ANALYTICS_RETENTION.as_secs() / DAY.as_secs()
     )]
     analytics_retention_days: u64,
     /// Days webhook deliveries are kept once delivered or failed, with their attempts (0 keeps

@@ -277,6 +277,9 @@ pub fn parse_query<T: DeserializeOwned>(query: &str) -> Result<T, ApiError> {
 /// The most items a page holds: `limit` of the lists and of the analytics breakdowns.
 pub const MAX_PAGE_LIMIT: i64 = 100;
 
+/// The items a page of a list (links, deliveries) holds unless `limit` says otherwise.
+pub const DEFAULT_PAGE_LIMIT: i64 = 20;
+
 /// A page size from a query (`#[serde(default, deserialize_with = "page_limit")]`): 1 to
 /// [`MAX_PAGE_LIMIT`]. Anything else, a word as much as a number out of range, is refused
 /// saying what is allowed (the query parser's own text, "invalid digit found in string", says

@@ -68,7 +68,9 @@ pub struct AppState {
 }
 
 impl AppState {
-    /// State with the in-process rate limiter and key cache, over `service`.
+    /// State over `service`: the key cache, and the rate limiter, shared through Redis when
+    /// `settings.redis_url` is set (the binary checks the URL before; one this cannot use
+    /// limits per instance, with an error in the log), else in-process.
     pub fn new(service: Service, settings: HttpSettings) -> Self {
         let rate_limiter: Arc<dyn RateLimiter> = match &settings.redis_url {
             Some(url) => match crate::ratelimit::RedisRateLimiter::new(url) {

@@ -7,9 +7,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use shortlink_analytics::GeoIp;
-use shortlink_domain::{BaseUrl, Link, LinkPatch, LinkRef, Slug, Timestamp, Visit, WorkspaceId};
+use shortlink_domain::{
+    BaseUrl, EventKind, Link, LinkPatch, LinkRef, Slug, Timestamp, Visit, Webhook, WorkspaceId,
+};
 use shortlink_storage::{
-    CreateOutcome, LinkCompletion, LinkUpdate, NewLink, RedirectTarget, StorageError, Store,
+    CreateOutcome, IdempotencyClaim, LinkCompletion, LinkUpdate, NewLink, RedirectTarget,
+    StorageError, Store, StoredResponse,
 };
 use shortlink_webhooks::{AttemptObserver, DeliveryWorker, WakeHandle, WorkerConfig};
 use tokio::sync::watch;
@@ -46,8 +49,8 @@ pub struct ServiceSettings {
     pub analytics: bool,
     /// Where clicks' countries and cities come from (`--geoip-db`); none by default.
     pub geoip: Option<Arc<GeoIp>>,
-    /// How long events are kept (`--analytics-retention-days`, 400 days by default); `None`
-    /// keeps them all.
+    /// How long events are kept (`--analytics-retention-days`, [`ANALYTICS_RETENTION`] by
+    /// default); `None` keeps them all.
     pub analytics_retention: Option<Duration>,
     /// How long webhook deliveries are kept once they ended, delivered or failed, with their
     /// attempts (`--webhook-delivery-retention-days`, [`DELIVERY_RETENTION`] by default); `None`
@@ -323,10 +326,25 @@ impl Service {
         }
     }
 
-    /// From now on, clicks in `workspace` keep their details (an endpoint subscribed to
-    /// `link.clicked` was just created there).
-    pub fn listen_to_clicks(&self, workspace: WorkspaceId) {
-        self.inner.clicks.listen(workspace);
+    /// Registers a webhook endpoint, in a transaction that also completes an idempotency claim
+    /// with the request's answer when given one; `false`, registering nothing, when its
+    /// workspace has [`MAX_WEBHOOKS`](shortlink_storage::MAX_WEBHOOKS) already. An endpoint
+    /// subscribed to `link.clicked` makes the workspace's clicks keep their details from now
+    /// on, not from the next flush's look at the endpoints.
+    pub async fn create_webhook(
+        &self,
+        hook: &Webhook,
+        completion: Option<(IdempotencyClaim, StoredResponse)>,
+    ) -> Result<bool, ServiceError> {
+        let created = self
+            .inner
+            .store
+            .create_webhook_completing(hook, completion)
+            .await?;
+        if created && hook.events.contains(&EventKind::LinkClicked) {
+            self.inner.clicks.listen(hook.workspace_id);
+        }
+        Ok(created)
     }
 
     /// Writes the clicks recorded so far now (the flusher of [`Service::run`] does every

@@ -335,7 +335,7 @@ async fn list(
             "search must not contain control characters",
         ));
     }
-    let limit = query.limit.unwrap_or(20);
+    let limit = query.limit.unwrap_or(crate::extract::DEFAULT_PAGE_LIMIT);
     let before = query
         .cursor
         .as_deref()

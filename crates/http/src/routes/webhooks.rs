@@ -16,9 +16,6 @@ use crate::extract::{JsonBody, NoParams, QueryParams};
 use crate::idempotency::{self, Begin};
 use crate::state::AppState;
 
-/// Deliveries per page unless `limit` says otherwise.
-const DEFAULT_DELIVERIES_LIMIT: i64 = 20;
-
 /// The body of POST `/webhooks`.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
@@ -215,16 +212,10 @@ async fn create(
     };
     let answer = idempotency::stored(Ok(WebhookView::new(&hook, true)));
     let completion = claim.clone().map(|claim| (claim, answer.clone()));
-    let created = state
-        .store
-        .create_webhook_completing(&hook, completion)
-        .await;
+    let created = state.service.create_webhook(&hook, completion).await;
     if !matches!(created, Ok(true)) {
         idempotency::release(&state, claim.as_ref()).await;
         return Err(created.map_or_else(ApiError::from, |_| ApiError::TooManyWebhooks));
-    }
-    if hook.events.contains(&EventKind::LinkClicked) {
-        state.service.listen_to_clicks(hook.workspace_id);
     }
     Ok(idempotency::respond(&answer))
 }
@@ -297,7 +288,7 @@ async fn deliveries(
     query: QueryParams<DeliveriesQuery>,
 ) -> Result<HttpResponse, ApiError> {
     let query = query.into_inner()?;
-    let limit = query.limit.unwrap_or(DEFAULT_DELIVERIES_LIMIT);
+    let limit = query.limit.unwrap_or(crate::extract::DEFAULT_PAGE_LIMIT);
     let after = query
         .cursor
         .as_deref()
