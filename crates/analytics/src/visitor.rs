@@ -89,10 +89,7 @@ mod tests {
         assert_eq!(a, key.visitor(noon + 3_600_000, Some(addr), "UA"));
         assert_ne!(a, key.visitor(noon + MILLIS_PER_DAY, Some(addr), "UA"));
         assert_ne!(a, key.visitor(noon, Some(addr), "other UA"));
-        assert_ne!(
-            a,
-            key.visitor(noon, "81.2.69.143".parse().ok(), "UA")
-        );
+        assert_ne!(a, key.visitor(noon, "81.2.69.143".parse().ok(), "UA"));
         let other_secret = VisitorKey::new(*b"fedcba9876543210fedcba9876543210");
         assert_ne!(a, other_secret.visitor(noon, Some(addr), "UA"));
     }
