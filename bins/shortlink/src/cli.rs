@@ -1,4 +1,4 @@
-//! The command line (see the contract's table): `serve` (the default), `migrate`,
+//! The command line (README.md and `shortlink --help`): `serve` (the default), `migrate`,
 //! `workspace create|list|update`, `key create|list|revoke`. Every flag can also come from the
 //! environment.
 

@@ -35,6 +35,6 @@ pub use throttled_log::{OUTAGE_LOGGED_EVERY, Repeated, ThrottledLog};
 pub use timestamp::Timestamp;
 pub use webhook::{
     Delivery, DeliveryCursor, DeliveryCursorError, DeliveryState, MAX_CONSECUTIVE_FAILURES,
-    Webhook, WebhookSecret, WebhookTarget, WebhookTargetError, is_public_ip,
+    MAX_WEBHOOKS, Webhook, WebhookSecret, WebhookTarget, WebhookTargetError, is_public_ip,
 };
 pub use workspace::{DEFAULT_RATE_LIMIT, RateLimit, RateLimitError, Workspace};

@@ -14,6 +14,11 @@ use crate::{EventKind, MessageId, Timestamp, WebhookId, WorkspaceId};
 /// An endpoint is disabled after this many deliveries in a row end `failed`.
 pub const MAX_CONSECUTIVE_FAILURES: i32 = 20;
 
+/// Most webhook endpoints a workspace may have, enabled or disabled: each event is sent to every
+/// one subscribed, so without a bound one workspace could turn each of its clicks into any number
+/// of requests to one URL. Storage counts them under the workspace's row lock.
+pub const MAX_WEBHOOKS: i64 = 25;
+
 const SECRET_PREFIX: &str = "whsec_";
 
 /// A webhook signing secret: `whsec_` + base64 of 32 random bytes. Shown once, at creation;

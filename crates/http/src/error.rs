@@ -68,7 +68,7 @@ pub enum ApiError {
     /// The workspace has as many webhook endpoints as it may.
     #[error(
         "a workspace has at most {} webhook endpoints; delete one first",
-        shortlink_storage::MAX_WEBHOOKS
+        shortlink_domain::MAX_WEBHOOKS
     )]
     TooManyWebhooks,
     /// The `Idempotency-Key`'s first request has not finished.

@@ -328,7 +328,7 @@ impl Service {
 
     /// Registers a webhook endpoint, in a transaction that also completes an idempotency claim
     /// with the request's answer when given one; `false`, registering nothing, when its
-    /// workspace has [`MAX_WEBHOOKS`](shortlink_storage::MAX_WEBHOOKS) already. An endpoint
+    /// workspace has [`MAX_WEBHOOKS`](shortlink_domain::MAX_WEBHOOKS) already. An endpoint
     /// subscribed to `link.clicked` makes the workspace's clicks keep their details from now
     /// on, not from the next flush's look at the endpoints.
     pub async fn create_webhook(

@@ -32,8 +32,3 @@ pub use model::{
 pub use pg::changes::{ChangeListener, LISTENER_QUIET_FOR};
 pub use pool::ANSWER_WITHIN;
 pub use store::{ROLL_UP_AFTER, Schema, Store};
-
-/// Most webhook endpoints a workspace may have, enabled or disabled: each event is sent to every
-/// one subscribed, so without a bound one workspace could turn each of its clicks into any number
-/// of requests to one URL.
-pub const MAX_WEBHOOKS: i64 = 25;

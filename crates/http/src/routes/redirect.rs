@@ -197,7 +197,7 @@ pub(super) fn agent(req: &HttpRequest) -> Agent {
     agent
 }
 
-/// Longest header text a click keeps: the whole `Referer` an event keeps (the contract's 2,048
+/// Longest header text a click keeps: the whole `Referer` an event keeps (DECISIONS.md's 2,048
 /// characters), and the `User-Agent` sent to webhooks is held to the same.
 const MAX_HEADER_TEXT: usize = shortlink_analytics::MAX_REFERRER_URL;
 

@@ -15,9 +15,9 @@ use crate::rows::{DeliveryRow, WebhookRow, found, parsed, split_events};
 use crate::schema::{webhook_deliveries, webhooks};
 
 /// Inserts an endpoint and, in the same transaction, completes its request's idempotency claim;
-/// `false`, writing nothing, when its workspace has [`crate::MAX_WEBHOOKS`] already. The count is made
-/// with the workspace's row locked (PostgreSQL; SQLite's writer is one), so two creations at
-/// once cannot both take the last place.
+/// `false`, writing nothing, when its workspace has [`shortlink_domain::MAX_WEBHOOKS`] already.
+/// The count is made with the workspace's row locked (PostgreSQL; SQLite's writer is one), so
+/// two creations at once cannot both take the last place.
 pub(crate) async fn insert_webhook(
     c: &mut Conn,
     hook: &Webhook,
@@ -31,7 +31,7 @@ pub(crate) async fn insert_webhook(
             .count()
             .get_result(c)
             .await?;
-        if registered >= crate::MAX_WEBHOOKS {
+        if registered >= shortlink_domain::MAX_WEBHOOKS {
             return Ok(false);
         }
         diesel::insert_into(webhooks::table)

@@ -5,7 +5,7 @@ use super::*;
 
 impl Store {
     /// Registers a webhook endpoint; `false`, registering nothing, when its workspace has
-    /// [`MAX_WEBHOOKS`](crate::MAX_WEBHOOKS) already.
+    /// [`MAX_WEBHOOKS`](shortlink_domain::MAX_WEBHOOKS) already.
     pub async fn create_webhook(&self, hook: &Webhook) -> Result<bool, StorageError> {
         self.create_webhook_completing(hook, None).await
     }
