@@ -1,10 +1,4 @@
-//! What a click says about its visitor, worked out from the request without storing it: the
-//! client address behind trusted proxies ([`TrustedProxies`]), its country and city
-//! ([`GeoIp`]), the device, browser and OS families of its User-Agent ([`UserAgents`]), a
-//! daily-rotating keyed visitor hash ([`VisitorKey`]), and the referrer's host ([`referrer`]).
-//!
-//! No I/O but opening the GeoIP file, and no web framework: the server enriches clicks in its
-//! flusher, off the request path, and a Rust program embedding the service does the same.
+#![doc = include_str!("../README.md")]
 
 mod buckets;
 mod client;
