@@ -61,7 +61,7 @@ impl<T: DeserializeOwned + BodyShape + 'static> FromRequest for JsonBody<T> {
     type Future = LocalBoxFuture<'static, Result<Self, ApiError>>;
 
     fn from_request(req: &HttpRequest, payload: &mut Payload) -> Self::Future {
-        let json = is_json(req);
+        let json = has_json_content_type(req);
         // The route's pattern, not the path as sent: `/api/v1/%6cinks` is the same route.
         let route = crate::idempotency::has_key(req)
             .then(|| req.match_pattern().unwrap_or_else(|| req.path().to_owned()));
@@ -107,7 +107,7 @@ impl<T: DeserializeOwned + BodyShape + 'static> FromRequest for JsonBody<T> {
     }
 }
 
-fn is_json(req: &HttpRequest) -> bool {
+fn has_json_content_type(req: &HttpRequest) -> bool {
     req.headers()
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())

@@ -7,9 +7,7 @@
 
 use std::sync::LazyLock;
 
-use actix_web::http::header::Quality;
 use actix_web::http::{Method, StatusCode, header};
-use actix_web::mime::Mime;
 use actix_web::web::{BytesMut, Payload};
 use actix_web::{HttpRequest, HttpResponse, HttpResponseBuilder, ResponseError};
 use base64::Engine;
@@ -23,7 +21,7 @@ use shortlink_storage::RedirectTarget;
 use super::redirect::{agent, bounded, header_text};
 use crate::client::client_address;
 use crate::error::ApiError;
-use crate::negotiation::{accepted, is_json};
+use crate::negotiation::prefers_json_to_html;
 use crate::state::AppState;
 
 /// The pages' one style.
@@ -111,7 +109,7 @@ pub(crate) async fn follow_rules(
     match state.service.route(link, rules, &visitor).await? {
         Route::Expired(Some(to)) => Ok(redirect(StatusCode::FOUND, to.as_str().to_owned())),
         Route::Expired(None) => {
-            let mut gone = if wants_json(req) {
+            let mut gone = if prefers_json_to_html(req) {
                 ApiError::LinkExpired.error_response()
             } else {
                 page(
@@ -169,13 +167,6 @@ pub(super) fn redirect(status: StatusCode, to: String) -> HttpResponse {
         .insert_header((header::LOCATION, to))
         .insert_header((header::CACHE_CONTROL, "private, no-cache"))
         .finish()
-}
-
-/// Whether the client asked for JSON rather than a page: `application/json` acceptable and
-/// `text/html` not (a browser accepts both, through `*/*`, and gets the page).
-fn wants_json(req: &HttpRequest) -> bool {
-    let html = |m: &Mime| m.essence_str() == "text/html";
-    accepted(req, is_json) > Quality::ZERO && accepted(req, html) == Quality::ZERO
 }
 
 /// The password form's fields, each `None` when missing or empty.

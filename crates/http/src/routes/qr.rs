@@ -1,7 +1,7 @@
 //! `GET /api/v1/qr`: a link's QR code as SVG or PNG (or, with `Accept: application/json`, the
 //! Link with the image as a data URI).
 
-use actix_web::http::header::{self, HeaderValue, Quality};
+use actix_web::http::header::{self, HeaderValue};
 use actix_web::web::Data;
 use actix_web::{HttpRequest, HttpResponse, web};
 use base64::Engine;
@@ -15,7 +15,7 @@ use crate::auth::Authenticated;
 use crate::envelope::{Envelope, ok};
 use crate::error::ApiError;
 use crate::extract::QueryParams;
-use crate::negotiation::{accepted, is_json, matches_etag};
+use crate::negotiation::{matches_etag, prefers_json_to_image};
 use crate::state::AppState;
 
 /// Kept, but asked again each time: a link's short URL changes with its slug (the dashboard asks
@@ -129,18 +129,6 @@ fn etag(text: &str, o: &Options) -> String {
     format!("\"{hex}\"")
 }
 
-/// Whether the client's `Accept` prefers JSON to the image of type `image`: `application/json`
-/// acceptable and ranked no lower than that type or `image/*`. An `*/*` beside it still means
-/// JSON, as `application/json, */*` from most HTTP libraries does.
-fn wants_json(req: &HttpRequest, image: &str) -> bool {
-    use actix_web::mime;
-    let json = accepted(req, is_json);
-    let picture = accepted(req, |m| {
-        m.type_() == mime::IMAGE && (m.subtype() == mime::STAR || m.essence_str() == image)
-    });
-    json > Quality::ZERO && json >= picture
-}
-
 // Names the PNG's bytes for the OpenAPI document (a `Vec<u8>` would be an array of numbers).
 /// A PNG image.
 #[derive(ToSchema)]
@@ -182,7 +170,7 @@ async fn qr(
         .await?
         .ok_or(ApiError::NotFound("link"))?;
     let view = link.view(state.base());
-    let json = wants_json(&req, opts.format.content_type());
+    let json = prefers_json_to_image(&req, opts.format.content_type());
     let tag = etag(&view.short_url, &opts);
     if !json && matches_etag(&req, &tag) {
         return Ok(HttpResponse::NotModified()
