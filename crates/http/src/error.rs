@@ -309,26 +309,3 @@ fn log_unavailable(e: &StorageError) {
         None => {}
     }
 }
-
-impl From<validator::ValidationErrors> for ApiError {
-    fn from(errors: validator::ValidationErrors) -> Self {
-        let mut details: Vec<FieldError> = errors
-            .field_errors()
-            .into_iter()
-            .flat_map(|(field, errs)| {
-                errs.iter().map(move |e| {
-                    let message = e
-                        .message
-                        .as_ref()
-                        .map_or_else(|| format!("{field} is invalid"), |m| m.to_string());
-                    FieldError::new(field.to_string(), message)
-                })
-            })
-            .collect();
-        details.sort_by(|a, b| a.field.cmp(&b.field));
-        let message = details
-            .first()
-            .map_or_else(|| "invalid input".to_owned(), |d| d.message.clone());
-        ApiError::Validation { message, details }
-    }
-}

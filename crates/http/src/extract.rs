@@ -280,6 +280,26 @@ pub const MAX_PAGE_LIMIT: i64 = 100;
 /// The items a page of a list (links, deliveries) holds unless `limit` says otherwise.
 pub const DEFAULT_PAGE_LIMIT: i64 = 20;
 
+/// Longest text a filter or a search takes, in characters.
+pub const MAX_FILTER_CHARS: usize = 200;
+
+/// A filter's or a search's text (`name` the parameter): 1 to [`MAX_FILTER_CHARS`] characters,
+/// none a control character (no value a link or a click holds has one; PostgreSQL refuses text
+/// with a NUL, and SQLite would end a pattern at it and match everything).
+pub fn filter_text(name: &str, value: Option<String>) -> Result<Option<String>, ApiError> {
+    match value {
+        Some(v) if v.is_empty() || v.chars().count() > MAX_FILTER_CHARS => Err(ApiError::field(
+            name,
+            format!("{name} must be 1 to {MAX_FILTER_CHARS} characters"),
+        )),
+        Some(v) if v.chars().any(char::is_control) => Err(ApiError::field(
+            name,
+            format!("{name} must not contain control characters"),
+        )),
+        other => Ok(other),
+    }
+}
+
 /// A page size from a query (`#[serde(default, deserialize_with = "page_limit")]`): 1 to
 /// [`MAX_PAGE_LIMIT`]. Anything else, a word as much as a number out of range, is refused
 /// saying what is allowed (the query parser's own text, "invalid digit found in string", says

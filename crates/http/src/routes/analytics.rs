@@ -16,7 +16,7 @@ use utoipa::{IntoParams, ToSchema};
 use crate::auth::Authenticated;
 use crate::envelope::{Envelope, ok};
 use crate::error::{ApiError, ErrorEnvelope};
-use crate::extract::parse_query;
+use crate::extract::{filter_text, parse_query};
 use crate::state::AppState;
 
 /// The range when none is given: the last 30 days.
@@ -266,22 +266,6 @@ fn country(value: &str) -> Result<String, ApiError> {
         .map_err(|_| ApiError::field("country", "country must be a two-letter code, such as GB"))
 }
 
-/// A filter value: 1 to 200 characters.
-fn filter_value(name: &str, value: &Option<String>) -> Result<Option<String>, ApiError> {
-    match value {
-        Some(v) if v.is_empty() || v.chars().count() > 200 => Err(ApiError::field(
-            name,
-            format!("{name} must be 1 to 200 characters"),
-        )),
-        // No recorded value has one, and PostgreSQL refuses text with a NUL.
-        Some(v) if v.chars().any(char::is_control) => Err(ApiError::field(
-            name,
-            format!("{name} must not contain control characters"),
-        )),
-        other => Ok(other.clone()),
-    }
-}
-
 /// The events a selection names, and its time zone. Another workspace's link is not found.
 pub(super) async fn events(
     state: &AppState,
@@ -338,11 +322,12 @@ pub(super) async fn events(
         start,
         end,
         country: selection.country.as_deref().map(country).transpose()?,
-        city: filter_value("city", &selection.city)?,
+        city: filter_text("city", selection.city.clone())?,
         device: selection.device.clone(),
-        browser: filter_value("browser", &selection.browser)?,
-        os: filter_value("os", &selection.os)?,
-        referrer: filter_value("referrer", &selection.referrer)?.map(|host| referrer_host(&host)),
+        browser: filter_text("browser", selection.browser.clone())?,
+        os: filter_text("os", selection.os.clone())?,
+        referrer: filter_text("referrer", selection.referrer.clone())?
+            .map(|host| referrer_host(&host)),
     };
     Ok((filter, zone))
 }
