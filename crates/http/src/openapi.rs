@@ -579,6 +579,47 @@ mod tests {
         }
         let listed = &doc["paths"]["/api/v1/links"]["get"]["responses"]["200"]["headers"];
         assert!(listed.get("Idempotent-Replayed").is_none());
+
+        // The query parameters' bounds.
+        let param = |path: &str, name: &str| {
+            let params = doc["paths"][path]["get"]["parameters"].as_array().unwrap();
+            let found = params.iter().find(|p| p["name"] == name);
+            found.unwrap_or_else(|| panic!("{path} {name}"))["schema"].clone()
+        };
+        use crate::extract::{MAX_FILTER_CHARS, MAX_PAGE_LIMIT};
+        for path in [
+            "/api/v1/links",
+            "/api/v1/analytics",
+            "/api/v1/webhooks/{id}/deliveries",
+        ] {
+            assert_eq!(
+                param(path, "limit")["maximum"],
+                json!(MAX_PAGE_LIMIT),
+                "{path}"
+            );
+        }
+        assert_eq!(
+            param("/api/v1/links", "tag")["maxLength"],
+            json!(MAX_TAG_LEN)
+        );
+        assert_eq!(
+            param("/api/v1/links", "search")["maxLength"],
+            json!(MAX_FILTER_CHARS)
+        );
+        for filter in ["city", "browser", "os", "referrer"] {
+            assert_eq!(
+                param("/api/v1/analytics", filter)["maxLength"],
+                json!(MAX_FILTER_CHARS),
+                "{filter}"
+            );
+        }
+        let size = param("/api/v1/qr", "size");
+        assert_eq!(size["minimum"], json!(shortlink_qr::MIN_SIZE));
+        assert_eq!(size["maximum"], json!(shortlink_qr::MAX_SIZE));
+        assert_eq!(
+            param("/api/v1/qr", "margin")["maximum"],
+            json!(shortlink_qr::MAX_MARGIN)
+        );
     }
 
     /// CI fails when `docs/openapi.json` differs from what the server serves. To refresh it:
