@@ -1,8 +1,8 @@
 #![doc = include_str!("../README.md")]
 
 mod api_key;
+mod attempt_source;
 mod base_url;
-mod client;
 mod destination;
 mod event;
 mod ids;
@@ -18,8 +18,8 @@ mod webhook;
 mod workspace;
 
 pub use api_key::{ApiKey, ApiKeyHash, ApiKeySecret};
+pub use attempt_source::attempt_source;
 pub use base_url::{BaseUrl, BaseUrlError};
-pub use client::attempt_source;
 pub use destination::{Destination, DestinationError, MAX_DESTINATION_LEN};
 pub use event::{ClickInfo, Event, EventData, EventKind, UnknownEventKind, Visit};
 pub use ids::{ApiKeyId, IdError, LinkId, MessageId, WebhookId, WorkspaceId};

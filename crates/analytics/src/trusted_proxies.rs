@@ -37,7 +37,7 @@ impl FromStr for TrustedProxies {
 impl TrustedProxies {
     /// Whether `addr` is one of the trusted proxies.
     pub fn contains(&self, addr: IpAddr) -> bool {
-        let addr = canonical(addr);
+        let addr = addr.to_canonical();
         self.0.iter().any(|net| net.contains(&addr))
     }
 
@@ -53,7 +53,7 @@ impl TrustedProxies {
         peer: IpAddr,
         forwarded_for: impl IntoIterator<Item = &'a str>,
     ) -> IpAddr {
-        let peer = canonical(peer);
+        let peer = peer.to_canonical();
         if !self.contains(peer) {
             return peer;
         }
@@ -80,20 +80,12 @@ impl TrustedProxies {
 /// `[2001:db8::1]:443`).
 fn parse_entry(entry: &str) -> Option<IpAddr> {
     if let Ok(addr) = entry.parse::<IpAddr>() {
-        return Some(canonical(addr));
+        return Some(addr.to_canonical());
     }
     entry
         .parse::<std::net::SocketAddr>()
         .ok()
-        .map(|s| canonical(s.ip()))
-}
-
-/// IPv4-mapped IPv6 addresses (`::ffff:1.2.3.4`, what a dual-stack socket reports) as IPv4.
-fn canonical(addr: IpAddr) -> IpAddr {
-    match addr {
-        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(addr, IpAddr::V4),
-        v4 => v4,
-    }
+        .map(|s| s.ip().to_canonical())
 }
 
 #[cfg(test)]
