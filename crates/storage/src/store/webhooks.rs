@@ -83,7 +83,8 @@ impl Store {
     }
 
     /// The endpoint's latest `limit` deliveries, in any state: the first page of
-    /// [`Store::list_deliveries_page`]; `None` when it is not the workspace's.
+    /// [`Store::list_deliveries_page`]; `None` when it is not the workspace's. (For tests.)
+    #[cfg(feature = "testing")]
     pub async fn list_deliveries(
         &self,
         workspace: WorkspaceId,
