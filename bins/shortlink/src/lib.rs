@@ -38,6 +38,76 @@ pub struct Application {
     signals: Option<StopSignals>,
 }
 
+/// How the server opens its database: as the file's one server, on SQLite.
+fn store_options(config: &Config) -> StoreOptions {
+    StoreOptions {
+        pool: PoolOptions {
+            max_connections: config.max_connections,
+        },
+        server: Some(ServerOptions {
+            redirect_index_mib: config.redirect_index_mib,
+            click_fold_interval: config.click_fold_interval,
+        }),
+    }
+}
+
+/// The service's settings from the server's.
+fn service_settings(
+    config: &Config,
+    base_url: BaseUrl,
+    geoip: Option<Arc<GeoIp>>,
+) -> ServiceSettings {
+    ServiceSettings {
+        webhooks: WorkerConfig {
+            schedule: config.webhook_retry_schedule.clone(),
+            allow_private: config.webhook_allow_private_targets,
+            ..WorkerConfig::default()
+        },
+        analytics: config.analytics,
+        geoip,
+        analytics_retention: config.analytics_retention,
+        delivery_retention: config.delivery_retention,
+        clock: config.clock.clone(),
+        ..ServiceSettings::new(base_url)
+    }
+}
+
+/// Warns of a setup that works but not as several instances, or visitors, would expect: rate
+/// limits per instance without Redis on a `shared` (PostgreSQL) database, and short URLs under
+/// an address no visitor reaches, or that differs between instances, without `--base-url`.
+fn warn_about_sharing(
+    config: &Config,
+    shared: bool,
+    addr: std::net::SocketAddr,
+    base_url: &BaseUrl,
+) {
+    let base_url_given = config.base_url.is_some();
+    if shared && config.redis_url.is_none() {
+        // Changes reach every instance's caches (LISTEN/NOTIFY); rate limits need Redis.
+        tracing::warn!(
+            "without --redis-url, rate limits are counted per instance: with N instances, a \
+             workspace may make N times its rate"
+        );
+    }
+    if !base_url_given && addr.ip().is_unspecified() {
+        // Listening on every interface, the address is no one's way in: short URLs on
+        // 0.0.0.0 lead nowhere.
+        tracing::warn!(
+            base_url = base_url.as_str(),
+            "without --base-url, short links are made under the listening address, which no \
+             visitor can reach; give the public one with --base-url"
+        );
+    } else if shared && !base_url_given {
+        // Links live under their base's domain: instances on other addresses would each
+        // answer only for the links made through them.
+        tracing::warn!(
+            base_url = base_url.as_str(),
+            "without --base-url, short links are made under this instance's own address; \
+             give every instance of one database the same --base-url"
+        );
+    }
+}
+
 impl Application {
     /// Binds the listener, then connects and migrates the database, and on first run creates the
     /// `default` workspace with a key. Unless [`Config::stop_on_signals`] is false, it takes
@@ -57,67 +127,19 @@ impl Application {
             None => None,
         };
         reload_on_hangup(geoip.clone());
-        let options = StoreOptions {
-            pool: PoolOptions {
-                max_connections: config.max_connections,
-            },
-            server: Some(ServerOptions {
-                redirect_index_mib: config.redirect_index_mib,
-                click_fold_interval: config.click_fold_interval,
-            }),
-        };
-        let store = Store::open(&config.database_url, options)
+        let store = Store::open(&config.database_url, store_options(&config))
             .await
             .context("could not open the database")?;
 
         let addr = listener.local_addr()?;
-        let base_url_given = config.base_url.is_some();
-        let base_url = match config.base_url {
+        let base_url = match config.base_url.clone() {
             Some(base) => base,
             None => BaseUrl::parse(&format!("http://{addr}"))?,
         };
 
         let shared = store.kind() == shortlink_storage::DatabaseKind::Postgres;
-        if shared && config.redis_url.is_none() {
-            // Changes reach every instance's caches (LISTEN/NOTIFY); rate limits need Redis.
-            tracing::warn!(
-                "without --redis-url, rate limits are counted per instance: with N instances, a \
-                 workspace may make N times its rate"
-            );
-        }
-        if !base_url_given && addr.ip().is_unspecified() {
-            // Listening on every interface, the address is no one's way in: short URLs on
-            // 0.0.0.0 lead nowhere.
-            tracing::warn!(
-                base_url = base_url.as_str(),
-                "without --base-url, short links are made under the listening address, which no \
-                 visitor can reach; give the public one with --base-url"
-            );
-        } else if shared && !base_url_given {
-            // Links live under their base's domain: instances on other addresses would each
-            // answer only for the links made through them.
-            tracing::warn!(
-                base_url = base_url.as_str(),
-                "without --base-url, short links are made under this instance's own address; \
-                 give every instance of one database the same --base-url"
-            );
-        }
-        let service = Service::new(
-            store,
-            ServiceSettings {
-                webhooks: WorkerConfig {
-                    schedule: config.webhook_retry_schedule,
-                    allow_private: config.webhook_allow_private_targets,
-                    ..WorkerConfig::default()
-                },
-                analytics: config.analytics,
-                geoip,
-                analytics_retention: config.analytics_retention,
-                delivery_retention: config.delivery_retention,
-                clock: config.clock.clone(),
-                ..ServiceSettings::new(base_url.clone())
-            },
-        )?;
+        warn_about_sharing(&config, shared, addr, &base_url);
+        let service = Service::new(store, service_settings(&config, base_url.clone(), geoip))?;
         let (metrics, metrics_server) = metrics_server(config.metrics_listen.as_deref(), &service)?;
         // After everything a flag can make fail: a key made and then not shown (the start failed)
         // would never be shown, the next start finding a workspace.
