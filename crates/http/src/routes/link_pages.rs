@@ -86,16 +86,7 @@ pub(crate) async fn follow_rules(
                     referrer.as_deref(),
                 ));
             }
-            Unlock::TooMany(wait) => {
-                let mut page = password_page(
-                    StatusCode::TOO_MANY_REQUESTS,
-                    Some("Too many wrong passwords. Try again later."),
-                    referrer.as_deref(),
-                );
-                let retry = header::HeaderValue::from(crate::ratelimit::ceil_secs(wait).max(1));
-                page.headers_mut().insert(header::RETRY_AFTER, retry);
-                return Ok(page);
-            }
+            Unlock::TooMany(wait) => return Ok(too_many_attempts_page(wait, referrer.as_deref())),
         }
     }
     let agent = agent(req);
@@ -108,25 +99,7 @@ pub(crate) async fn follow_rules(
     };
     match state.service.route(link, rules, &visitor).await? {
         Route::Expired(Some(to)) => Ok(redirect(StatusCode::FOUND, to.as_str().to_owned())),
-        Route::Expired(None) => {
-            let mut gone = if prefers_json_to_html(req) {
-                ApiError::LinkExpired.error_response()
-            } else {
-                page(
-                    StatusCode::GONE,
-                    "Link expired",
-                    "<h1>Link expired</h1><p>This short link has expired.</p>",
-                )
-            };
-            // A 410 may be cached by default; this one is either of two answers.
-            let headers = gone.headers_mut();
-            headers.insert(
-                header::CACHE_CONTROL,
-                header::HeaderValue::from_static("no-store"),
-            );
-            headers.insert(header::VARY, header::HeaderValue::from_static("accept"));
-            Ok(gone)
-        }
+        Route::Expired(None) => Ok(expired(req)),
         Route::Password if no_password => Ok(password_page(
             StatusCode::BAD_REQUEST,
             Some("Enter the password."),
@@ -158,6 +131,41 @@ pub(crate) async fn follow_rules(
             Ok(redirect(status, to.with_query(req.query_string())))
         }
     }
+}
+
+/// An expired link with nowhere to go: a 410 page, or `LINK_EXPIRED` for a client that asks
+/// for JSON alone.
+fn expired(req: &HttpRequest) -> HttpResponse {
+    let mut gone = if prefers_json_to_html(req) {
+        ApiError::LinkExpired.error_response()
+    } else {
+        page(
+            StatusCode::GONE,
+            "Link expired",
+            "<h1>Link expired</h1><p>This short link has expired.</p>",
+        )
+    };
+    // A 410 may be cached by default; this one is either of two answers.
+    let headers = gone.headers_mut();
+    headers.insert(
+        header::CACHE_CONTROL,
+        header::HeaderValue::from_static("no-store"),
+    );
+    headers.insert(header::VARY, header::HeaderValue::from_static("accept"));
+    gone
+}
+
+/// The password form again, for an address or link whose budget of wrong passwords is spent
+/// for `wait`.
+fn too_many_attempts_page(wait: std::time::Duration, referrer: Option<&str>) -> HttpResponse {
+    let mut page = password_page(
+        StatusCode::TOO_MANY_REQUESTS,
+        Some("Too many wrong passwords. Try again later."),
+        referrer,
+    );
+    let retry = header::HeaderValue::from(crate::ratelimit::ceil_secs(wait).max(1));
+    page.headers_mut().insert(header::RETRY_AFTER, retry);
+    page
 }
 
 /// A redirect to `to` with `status`, which browsers and proxies keep no copy of: the link may
