@@ -60,23 +60,17 @@ fn method_not_allowed_page(allow: &'static str) -> HttpResponse {
     )
 }
 
-/// A failure's page (a database that does not answer, say): its status and headers, and its
-/// message, as the envelope would say it (the error's own logging included).
+/// A failure's page (a database that does not answer, say; nothing on this path fails with a
+/// header of its own, such as `Retry-After`): its status and its message, as the envelope would
+/// say them (the error's own logging included).
 fn error_page(error: &ApiError) -> HttpResponse {
-    let envelope = error.error_response();
-    let status = envelope.status();
-    let mut page = HttpResponseBuilder::new(status);
-    for name in [header::RETRY_AFTER, header::ALLOW] {
-        if let Some(value) = envelope.headers().get(&name) {
-            page.insert_header((name, value.clone()));
-        }
-    }
+    let status = error.error_response().status();
     let title = status.canonical_reason().unwrap_or("Error");
     let mut line = error.to_string();
     if let Some(first) = line.get_mut(..1) {
         first.make_ascii_uppercase();
     }
-    plain_page(page, title, &format!("{line}."))
+    plain_page(HttpResponseBuilder::new(status), title, &format!("{line}."))
 }
 
 /// A page of a title and a line, with the headers every page of the service carries (it needs
