@@ -3,6 +3,7 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -13,7 +14,7 @@ use shortlink_domain::{
 };
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
-use tokio::task::{JoinError, JoinSet};
+use tokio::task::{JoinError, JoinHandle, JoinSet};
 use tokio::time::{Instant, sleep_until};
 
 use crate::pacing::Pacing;
@@ -171,128 +172,215 @@ impl<Q: DeliveryQueue> DeliveryWorker<Q> {
     where
         S: Future<Output = ()> + Send,
     {
-        let Self {
+        let mut running = Running::start(self);
+        let mut shutdown = std::pin::pin!(shutdown);
+        tracing::info!(
+            concurrency = running.concurrency,
+            "webhook delivery worker started"
+        );
+        loop {
+            running.reap();
+            if running.claim(shutdown.as_mut()).await == Step::Stop
+                || running.wait(shutdown.as_mut()).await == Step::Stop
+            {
+                break;
+            }
+        }
+        running.finish().await;
+    }
+}
+
+/// Whether [`DeliveryWorker::run`]'s loop goes on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Step {
+    Continue,
+    /// The shutdown future completed.
+    Stop,
+}
+
+/// A running worker's state: its attempts in flight, the bound on attempts not yet recorded,
+/// the recorder they go to, and when and whether to claim next.
+struct Running<Q> {
+    queue: Q,
+    sender: WebhookSender,
+    wake: WakeHandle,
+    observer: Option<AttemptObserver>,
+    schedule: Arc<RetrySchedule>,
+    lease: Duration,
+    poll_interval: Duration,
+    concurrency: usize,
+    busy: Busy,
+    pacing: Pacing,
+    in_flight: JoinSet<()>,
+    /// Permits for attempts not yet recorded ([`Unrecorded`]).
+    unrecorded: Arc<Semaphore>,
+    records: UnboundedSender<Unrecorded>,
+    /// Told by the recorder after each write.
+    written: Arc<Notify>,
+    recorder: JoinHandle<()>,
+    next_poll: Instant,
+    /// Claims failed in a row: an outage is logged at its first failure and once every
+    /// `OUTAGE_LOGGED_EVERY` after, not at every poll.
+    failed_claims: u32,
+    claim_failures: ThrottledLog,
+}
+
+impl<Q: DeliveryQueue> Running<Q> {
+    /// Starts the recorder; the first claim is due at once.
+    fn start(worker: DeliveryWorker<Q>) -> Self {
+        let DeliveryWorker {
             queue,
             config,
             sender,
             wake,
             observer,
-        } = self;
+        } = worker;
         let concurrency = config.concurrency.max(1);
-        let busy = Busy::default();
-        let mut pacing = Pacing::new(concurrency);
-        let schedule = Arc::new(config.schedule);
-        let unrecorded = Arc::new(Semaphore::new(concurrency + RECORD_BATCH));
         let (records, recorded) = tokio::sync::mpsc::unbounded_channel();
         let written = Arc::new(Notify::new());
         let recorder = tokio::spawn(record(queue.clone(), recorded, Arc::clone(&written)));
-        let mut shutdown = std::pin::pin!(shutdown);
-        let mut in_flight: JoinSet<()> = JoinSet::new();
-        let mut stopping = false;
-        let mut next_poll = Instant::now();
-        // Claims failed in a row: an outage is logged at its first failure and once every
-        // `OUTAGE_LOGGED_EVERY` after, not at every poll.
-        let mut failed_claims = 0_u32;
-        let claim_failures = ThrottledLog::new(OUTAGE_LOGGED_EVERY);
+        Self {
+            queue,
+            sender,
+            wake,
+            observer,
+            schedule: Arc::new(config.schedule),
+            lease: config.lease,
+            poll_interval: config.poll_interval,
+            concurrency,
+            busy: Busy::default(),
+            pacing: Pacing::new(concurrency),
+            in_flight: JoinSet::new(),
+            unrecorded: Arc::new(Semaphore::new(concurrency + RECORD_BATCH)),
+            records,
+            written,
+            recorder,
+            next_poll: Instant::now(),
+            failed_claims: 0,
+            claim_failures: ThrottledLog::new(OUTAGE_LOGGED_EVERY),
+        }
+    }
 
-        tracing::info!(concurrency, "webhook delivery worker started");
-        loop {
-            while let Some(done) = in_flight.try_join_next() {
-                log_panic(done);
-                pacing.ended();
+    /// Takes note of the attempts that have ended.
+    fn reap(&mut self) {
+        while let Some(done) = self.in_flight.try_join_next() {
+            log_panic(done);
+            self.pacing.ended();
+        }
+    }
+
+    /// Claims what is due and starts it, when the pacing calls for a claim now. Stops when
+    /// `shutdown` completed while the queue answered: what was claimed then goes back at once
+    /// rather than waiting for its lease to end.
+    async fn claim<S: Future<Output = ()>>(&mut self, shutdown: Pin<&mut S>) -> Step {
+        let free = self
+            .concurrency
+            .saturating_sub(self.in_flight.len())
+            .min(self.unrecorded.available_permits());
+        if !self.pacing.claim_now(self.in_flight.len(), free) {
+            return Step::Continue;
+        }
+        self.next_poll = Instant::now() + self.poll_interval;
+        let now = Timestamp::now();
+        let limit = i64::try_from(free).unwrap_or(i64::MAX);
+        let room = self.busy.in_flight(self.concurrency);
+        let batch = match self
+            .queue
+            .claim_due(now, limit, now.plus(self.lease), &room)
+            .await
+        {
+            Ok(batch) => batch,
+            Err(e) => {
+                self.claim_failed(&e);
+                return Step::Continue;
             }
-            let free = concurrency
-                .saturating_sub(in_flight.len())
-                .min(unrecorded.available_permits());
-            if pacing.claim_now(in_flight.len(), free) {
-                next_poll = Instant::now() + config.poll_interval;
-                let now = Timestamp::now();
-                let limit = i64::try_from(free).unwrap_or(i64::MAX);
-                let room = busy.in_flight(concurrency);
-                match queue
-                    .claim_due(now, limit, now.plus(config.lease), &room)
-                    .await
-                {
-                    Ok(batch) => {
-                        if failed_claims > 0 {
-                            tracing::info!(failed_claims, "claiming webhook deliveries again");
-                            failed_claims = 0;
-                        }
-                        pacing.answered(batch.len(), free, room.filled(&batch));
-                        // The signal may have come while the queue answered; what was claimed
-                        // then goes back at once rather than waiting for its lease to end.
-                        // `stopping` is false here: the loop ends as soon as it is set.
-                        stopping = shutdown.as_mut().now_or_never().is_some();
-                        for claimed in batch {
-                            // No more was claimed than there were permits, and only this loop
-                            // takes them: one is always there.
-                            let permit = Arc::clone(&unrecorded).try_acquire_owned();
-                            match (stopping, permit) {
-                                (false, Ok(permit)) => {
-                                    let endpoint = busy.start(claimed.delivery.webhook_id);
-                                    in_flight.spawn(deliver(
-                                        records.clone(),
-                                        permit,
-                                        endpoint,
-                                        sender.clone(),
-                                        Arc::clone(&schedule),
-                                        observer.clone(),
-                                        claimed,
-                                    ));
-                                }
-                                _ => release(&queue, &claimed).await,
-                            }
-                        }
-                    }
-                    Err(e) => {
-                        pacing.failed();
-                        failed_claims = failed_claims.saturating_add(1);
-                        if let Some(repeated) = claim_failures.occurred(std::time::Instant::now()) {
-                            tracing::error!(
-                                error = &e as &dyn std::error::Error,
-                                failed_claims,
-                                retries = repeated.times,
-                                retry_in_ms = config.poll_interval.as_millis(),
-                                "cannot claim webhook deliveries"
-                            );
-                        }
-                    }
-                }
-            }
-            if stopping {
-                break;
-            }
-            // `shutdown` is never polled again once it completed: the loop ends right after.
-            tokio::select! {
-                biased;
-                () = shutdown.as_mut() => stopping = true,
-                Some(done) = in_flight.join_next(), if !in_flight.is_empty() => {
-                    log_panic(done);
-                    pacing.ended();
-                }
-                () = wake.0.notified() => pacing.ask(),
-                () = written.notified() => pacing.recorded(),
-                () = sleep_until(next_poll) => {
-                    pacing.ask();
-                    // Also when every slot is busy, so a full worker does not spin on a timer
-                    // that has already fired.
-                    next_poll = Instant::now() + config.poll_interval;
-                }
-            }
-            if stopping {
-                break;
+        };
+        if self.failed_claims > 0 {
+            tracing::info!(
+                failed_claims = self.failed_claims,
+                "claiming webhook deliveries again"
+            );
+            self.failed_claims = 0;
+        }
+        self.pacing.answered(batch.len(), free, room.filled(&batch));
+        let step = match shutdown.now_or_never() {
+            Some(()) => Step::Stop,
+            None => Step::Continue,
+        };
+        for claimed in batch {
+            // No more was claimed than there were permits, and only this loop takes them: one
+            // is always there.
+            let permit = Arc::clone(&self.unrecorded).try_acquire_owned();
+            match (step, permit) {
+                (Step::Continue, Ok(permit)) => self.send(claimed, permit),
+                _ => release(&self.queue, &claimed).await,
             }
         }
+        step
+    }
 
+    /// Starts the attempt of a claimed delivery.
+    fn send(&mut self, claimed: ClaimedDelivery, permit: OwnedSemaphorePermit) {
+        let endpoint = self.busy.start(claimed.delivery.webhook_id);
+        self.in_flight.spawn(deliver(
+            self.records.clone(),
+            permit,
+            endpoint,
+            self.sender.clone(),
+            Arc::clone(&self.schedule),
+            self.observer.clone(),
+            claimed,
+        ));
+    }
+
+    fn claim_failed(&mut self, e: &Q::Error) {
+        self.pacing.failed();
+        self.failed_claims = self.failed_claims.saturating_add(1);
+        if let Some(repeated) = self.claim_failures.occurred(std::time::Instant::now()) {
+            tracing::error!(
+                error = e as &dyn std::error::Error,
+                failed_claims = self.failed_claims,
+                retries = repeated.times,
+                retry_in_ms = self.poll_interval.as_millis(),
+                "cannot claim webhook deliveries"
+            );
+        }
+    }
+
+    /// Waits for the next thing that matters: the shutdown, an attempt ending, a wake-up, a
+    /// write of records, the poll. `shutdown` is never polled again once it completed: the loop
+    /// ends right after.
+    async fn wait<S: Future<Output = ()>>(&mut self, shutdown: Pin<&mut S>) -> Step {
+        tokio::select! {
+            biased;
+            () = shutdown => return Step::Stop,
+            Some(done) = self.in_flight.join_next(), if !self.in_flight.is_empty() => {
+                log_panic(done);
+                self.pacing.ended();
+            }
+            () = self.wake.0.notified() => self.pacing.ask(),
+            () = self.written.notified() => self.pacing.recorded(),
+            () = sleep_until(self.next_poll) => {
+                self.pacing.ask();
+                // Also when every slot is busy, so a full worker does not spin on a timer that
+                // has already fired.
+                self.next_poll = Instant::now() + self.poll_interval;
+            }
+        }
+        Step::Continue
+    }
+
+    /// Waits for the attempts in flight, then for their records to be written.
+    async fn finish(mut self) {
         tracing::info!(
-            in_flight = in_flight.len(),
+            in_flight = self.in_flight.len(),
             "webhook delivery worker stopping; finishing the attempts in flight"
         );
-        while let Some(done) = in_flight.join_next().await {
+        while let Some(done) = self.in_flight.join_next().await {
             log_panic(done);
         }
-        drop(records);
-        if let Err(e) = recorder.await {
+        drop(self.records);
+        if let Err(e) = self.recorder.await {
             tracing::error!(error = %e, "webhook attempt recorder failed");
         }
         tracing::info!("webhook delivery worker stopped");
