@@ -43,85 +43,33 @@ pub(crate) async fn create_links(
     write_transaction(c, async |c| -> Result<_, StorageError> {
         begin_creation(c, creation).await?;
         let subs = outbox::subscriptions(c, new.iter().map(|l| l.workspace_id)).await?;
-        let mut outcomes: Vec<Option<(CreateOutcome, Option<CounterKey>)>> = vec![None; new.len()];
-        let mut seen_custom = HashSet::new();
-        // (input index, link, whether the slug was chosen by the client)
-        let mut pending: Vec<(usize, Link, bool)> = Vec::with_capacity(new.len());
-        for (i, link) in new.into_iter().enumerate() {
-            let custom = link.slug.is_some();
-            if let Some(slug) = &link.slug
-                && !seen_custom.insert(slug.clone())
-            {
-                outcomes[i] = Some((CreateOutcome::SlugConflict, None));
-                continue;
-            }
-            let link = Link {
-                id: link.id,
-                workspace_id: link.workspace_id,
-                domain: link.domain,
-                short_code: link.slug.unwrap_or_else(Slug::generate),
-                destination: link.destination,
-                clicks: 0,
-                created_at: link.created_at,
-                options: link.options,
-            };
-            pending.push((i, link, custom));
-        }
-
-        let mut created = Vec::new();
-        for _ in 0..GENERATED_SLUG_ATTEMPTS {
-            if pending.is_empty() {
-                break;
-            }
-            let rows = pending
-                .iter()
-                .map(|(_, link, _)| NewLinkRow::from_domain(link))
-                .collect();
-            let inserted: HashMap<String, i64> = insert_new_links(c, rows, creation)
-                .await?
-                .into_iter()
-                .collect();
-            let mut retry = Vec::new();
-            for (i, mut link, custom) in pending {
-                if let Some(&seq) = inserted.get(&link.id.to_string()) {
-                    if subs.wants(link.workspace_id, EventKind::LinkCreated) {
-                        created.push((link.workspace_id, Event::link_created(link.view(base))));
-                    }
-                    outcomes[i] = Some((CreateOutcome::Created(link), Some(CounterKey(seq))));
-                } else if custom {
-                    outcomes[i] = Some((CreateOutcome::SlugConflict, None));
-                } else {
-                    link.short_code = Slug::generate();
-                    retry.push((i, link, custom));
-                }
-            }
-            pending = retry;
-        }
-        if !pending.is_empty() {
-            return Err(StorageError::Corrupt("no free generated short code"));
-        }
-        outbox::write(c, &subs, &created).await?;
-        let mut tags = Vec::new();
-        for (outcome, counter) in outcomes.iter().flatten() {
-            if let (CreateOutcome::Created(link), Some(counter)) = (outcome, counter) {
-                tags.extend(tag_rows(*counter, link));
-            }
-        }
-        write_tags(c, tags).await?;
-        // Another instance may have cached a new code as unknown.
-        let codes: Vec<Change> = outcomes
-            .iter()
-            .flatten()
-            .filter_map(|(outcome, _)| match outcome {
-                CreateOutcome::Created(link) => Some(link_change(link)),
-                CreateOutcome::SlugConflict => None,
-            })
-            .collect();
-        announce(c, &codes).await?;
+        let (mut outcomes, pending) = with_codes(new);
+        insert_drawing_codes(c, pending, &mut outcomes, creation).await?;
         let outcomes: Vec<_> = outcomes
             .into_iter()
             .map(|o| o.unwrap_or((CreateOutcome::SlugConflict, None)))
             .collect();
+        let created: Vec<(&Link, CounterKey)> = outcomes
+            .iter()
+            .filter_map(|(outcome, counter)| match (outcome, counter) {
+                (CreateOutcome::Created(link), Some(counter)) => Some((link, *counter)),
+                _ => None,
+            })
+            .collect();
+        let events: Vec<_> = created
+            .iter()
+            .filter(|(link, _)| subs.wants(link.workspace_id, EventKind::LinkCreated))
+            .map(|(link, _)| (link.workspace_id, Event::link_created(link.view(base))))
+            .collect();
+        outbox::write(c, &subs, &events).await?;
+        let tags = created
+            .iter()
+            .flat_map(|(link, counter)| tag_rows(*counter, link))
+            .collect();
+        write_tags(c, tags).await?;
+        // Another instance may have cached a new code as unknown.
+        let codes: Vec<Change> = created.iter().map(|(link, _)| link_change(link)).collect();
+        announce(c, &codes).await?;
         for placed in completions {
             let own: Vec<CreateOutcome> = outcomes[placed.links.clone()]
                 .iter()
@@ -133,6 +81,90 @@ pub(crate) async fn create_links(
         Ok(outcomes)
     })
     .await
+}
+
+/// A link waiting to be inserted: its place in the input, and whether its code was the
+/// client's (a conflict is then the client's answer, not a reason to draw another).
+struct Pending {
+    index: usize,
+    link: Link,
+    custom: bool,
+}
+
+/// Outcomes by input place, to be filled in.
+type Outcomes = Vec<Option<(CreateOutcome, Option<CounterKey>)>>;
+
+/// The links to insert, each with its code (the client's, or one drawn); a custom code asked
+/// for twice in one batch conflicts at its second place, before anything is inserted.
+fn with_codes(new: Vec<NewLink>) -> (Outcomes, Vec<Pending>) {
+    let mut outcomes = vec![None; new.len()];
+    let mut seen_custom = HashSet::new();
+    let mut pending = Vec::with_capacity(new.len());
+    for (index, link) in new.into_iter().enumerate() {
+        let custom = link.slug.is_some();
+        if let Some(slug) = &link.slug
+            && !seen_custom.insert(slug.clone())
+        {
+            outcomes[index] = Some((CreateOutcome::SlugConflict, None));
+            continue;
+        }
+        let link = Link {
+            id: link.id,
+            workspace_id: link.workspace_id,
+            domain: link.domain,
+            short_code: link.slug.unwrap_or_else(Slug::generate),
+            destination: link.destination,
+            clicks: 0,
+            created_at: link.created_at,
+            options: link.options,
+        };
+        pending.push(Pending {
+            index,
+            link,
+            custom,
+        });
+    }
+    (outcomes, pending)
+}
+
+/// Inserts `pending`, drawing a fresh code for each generated one that collided and inserting
+/// those again, up to [`GENERATED_SLUG_ATTEMPTS`] rounds; fills in each link's outcome.
+async fn insert_drawing_codes(
+    c: &mut Conn,
+    mut pending: Vec<Pending>,
+    outcomes: &mut Outcomes,
+    creation: &Creation<'_>,
+) -> Result<(), StorageError> {
+    for _ in 0..GENERATED_SLUG_ATTEMPTS {
+        if pending.is_empty() {
+            return Ok(());
+        }
+        let rows = pending
+            .iter()
+            .map(|p| NewLinkRow::from_domain(&p.link))
+            .collect();
+        let inserted: HashMap<String, i64> = insert_new_links(c, rows, creation)
+            .await?
+            .into_iter()
+            .collect();
+        let mut retry = Vec::new();
+        for mut p in pending {
+            if let Some(&seq) = inserted.get(&p.link.id.to_string()) {
+                outcomes[p.index] = Some((CreateOutcome::Created(p.link), Some(CounterKey(seq))));
+            } else if p.custom {
+                outcomes[p.index] = Some((CreateOutcome::SlugConflict, None));
+            } else {
+                p.link.short_code = Slug::generate();
+                retry.push(p);
+            }
+        }
+        pending = retry;
+    }
+    if pending.is_empty() {
+        Ok(())
+    } else {
+        Err(StorageError::Corrupt("no free generated short code"))
+    }
 }
 
 /// The workspace's link `link` refers to, with its counter; `recent` is the row number of the
