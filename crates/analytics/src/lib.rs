@@ -13,7 +13,9 @@ pub use buckets::{
 };
 pub use geoip::{GeoIp, GeoIpError, Place};
 pub use jiff::{Zoned, tz::TimeZone};
-pub use referrer::{DIRECT, MAX_REFERRER_URL, Referrer, referrer, referrer_host};
+pub use referrer::{
+    DIRECT, MAX_REFERRER_HOST, MAX_REFERRER_URL, Referrer, referrer, referrer_host,
+};
 pub use trusted_proxies::{TrustedProxies, TrustedProxiesError};
 pub use user_agent::{Agent, Device, UserAgents};
 pub use visitor::VisitorKey;

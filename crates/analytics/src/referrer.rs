@@ -8,6 +8,10 @@ pub const DIRECT: &str = "(direct)";
 /// Longest `referrerUrl` kept; longer ones are cut (on a character boundary).
 pub const MAX_REFERRER_URL: usize = 2048;
 
+/// Longest referrer host recorded: a DNS name's longest (253). A longer one names no host that
+/// could have sent the visitor, and the click counts as direct.
+pub const MAX_REFERRER_HOST: usize = 253;
+
 /// What a click records of its `Referer`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Referrer {
@@ -46,7 +50,7 @@ pub fn referrer(header: Option<&str>) -> Referrer {
     let host = Url::parse(header)
         .ok()
         .and_then(|url| url.host_str().map(recorded))
-        .filter(|h| !h.is_empty())
+        .filter(|h| !h.is_empty() && h.len() <= MAX_REFERRER_HOST)
         .unwrap_or_else(|| DIRECT.into());
     let url = match header.char_indices().nth(MAX_REFERRER_URL) {
         Some((cut, _)) => header[..cut].to_owned(),
@@ -78,6 +82,15 @@ mod tests {
         assert_eq!(referrer(Some("not a url")).host, DIRECT);
         assert_eq!(referrer(Some("about:blank")).host, DIRECT);
         assert_eq!(referrer(Some("android-app://com.slack/")).host, "com.slack");
+        let longest = format!("{0}.{0}.{0}.{1}.example", "a".repeat(63), "b".repeat(53));
+        assert_eq!(longest.len(), MAX_REFERRER_HOST);
+        assert_eq!(referrer(Some(&format!("https://{longest}/"))).host, longest);
+        let longer = format!("https://b{longest}/");
+        assert_eq!(referrer(Some(&longer)).host, DIRECT);
+        assert_eq!(
+            referrer(Some(&longer)).url.as_deref(),
+            Some(longer.as_str())
+        );
     }
 
     #[test]

@@ -280,8 +280,9 @@ pub const MAX_PAGE_LIMIT: i64 = 100;
 /// The items a page of a list (links, deliveries) holds unless `limit` says otherwise.
 pub const DEFAULT_PAGE_LIMIT: i64 = 20;
 
-/// Longest text a filter or a search takes, in characters.
-pub const MAX_FILTER_CHARS: usize = 200;
+/// Longest text a filter or a search takes, in characters: the longest value a breakdown lists,
+/// a referrer host, so that every entry can be picked as a filter.
+pub const MAX_FILTER_CHARS: usize = shortlink_analytics::MAX_REFERRER_HOST;
 
 /// A filter's or a search's text (`name` the parameter): 1 to [`MAX_FILTER_CHARS`] characters,
 /// none a control character (no value a link or a click holds has one; PostgreSQL refuses text

@@ -18,6 +18,7 @@ crate::helpers::on_both_backends_behind_a_proxy!(
     the_export_streams_every_event_escaped,
     a_long_referrer_is_kept_to_2048_characters,
     a_referrer_in_utf8_is_kept_and_grouped_by_its_host,
+    every_referrer_listed_can_be_a_filter,
     clicks_and_events_agree_after_a_concurrent_load_and_a_stop,
 );
 
@@ -528,6 +529,41 @@ async fn a_referrer_in_utf8_is_kept_and_grouped_by_its_host(app: TestApp) {
         groups(&analytics(&app, "groupBy=referrers").await),
         [(json!("xn--bcher-kva.example"), 2, 1)]
     );
+}
+
+/// A breakdown's entries are filters (the dashboard offers each as one): the longest host a
+/// click records, a DNS name's 253 characters, is a filter too; a longer one is no host, and its
+/// click counts as direct.
+async fn every_referrer_listed_can_be_a_filter(app: TestApp) {
+    app.create_link(&json!({ "destination": "https://example.com/a", "customSlug": "a" }))
+        .await;
+    let longest = format!("{0}.{0}.{0}.{1}.example", "a".repeat(63), "b".repeat(53));
+    assert_eq!(longest.len(), 253);
+    visit(
+        &app,
+        "a",
+        "81.2.69.142",
+        CHROME_WINDOWS,
+        Some(&format!("https://{longest}/")),
+    )
+    .await;
+    visit(
+        &app,
+        "a",
+        "81.2.69.142",
+        CHROME_WINDOWS,
+        Some(&format!("https://b{longest}/")),
+    )
+    .await;
+    wait_for_events(&app, "", 2).await;
+
+    let mut listed = groups(&analytics(&app, "groupBy=referrers").await);
+    listed.sort_by_key(|(key, _, _)| key.to_string());
+    assert_eq!(listed, [(json!("(direct)"), 1, 1), (json!(longest), 1, 1)]);
+    let picked = analytics(&app, &format!("referrer={longest}")).await;
+    assert_eq!(picked["clicks"], 1);
+    let res = app.get(&format!("/analytics?referrer=b{longest}")).await;
+    assert_invalid(res, &["referrer"]).await;
 }
 
 async fn clicks_and_events_agree_after_a_concurrent_load_and_a_stop(mut app: TestApp) {

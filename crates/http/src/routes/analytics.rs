@@ -53,19 +53,19 @@ pub struct Selection {
     #[param(example = "GB", pattern = "^[A-Za-z]{2}$")]
     pub country: Option<String>,
     /// Only clicks from this city.
-    #[param(min_length = 1, max_length = 200)]
+    #[param(min_length = 1, max_length = 253)]
     pub city: Option<String>,
     /// Only clicks from this kind of device.
     #[param(pattern = "^(desktop|mobile|tablet|other)$")]
     pub device: Option<String>,
     /// Only clicks from this browser family.
-    #[param(min_length = 1, max_length = 200)]
+    #[param(min_length = 1, max_length = 253)]
     pub browser: Option<String>,
     /// Only clicks from this OS family.
-    #[param(min_length = 1, max_length = 200)]
+    #[param(min_length = 1, max_length = 253)]
     pub os: Option<String>,
     /// Only clicks referred by this host (`(direct)` for none).
-    #[param(min_length = 1, max_length = 200)]
+    #[param(min_length = 1, max_length = 253)]
     pub referrer: Option<String>,
 }
 

@@ -69,7 +69,7 @@ pub struct ListQuery {
     #[param(min_length = 1, max_length = 50)]
     pub tag: Option<String>,
     /// Only links whose short code or destination contains this text (case-insensitive).
-    #[param(min_length = 1, max_length = 200)]
+    #[param(min_length = 1, max_length = 253)]
     pub search: Option<String>,
     /// Archived links too (`true`); left out by default.
     pub archived: Option<bool>,
