@@ -167,6 +167,24 @@ def test_edit_a_link_and_see_the_new_destination(dashboard):
     assert dashboard.server.api("GET", "/links/e2e-edit")[1]["data"]["destination"] == "https://example.com/after"
 
 
+def test_a_tag_with_a_comma_stays_whole_when_the_tags_are_edited(dashboard):
+    """The API allows a comma in a tag; the form separates tags by commas, but keeps a tag the
+    link has whole."""
+    link = {"destination": "https://example.com/tagged", "customSlug": "e2e-comma", "tags": ["a,b", "c"]}
+    status, _ = dashboard.server.api("POST", "/links", link)
+    if status == 400:
+        pytest.skip("this server has no link options")
+    assert status == 200
+    page = dashboard.sign_in()
+    page.get_by_role("link", name="Edit e2e-comma").click()
+    tags = page.get_by_label("Tags (optional)")
+    expect(tags).to_have_value("a,b, c")
+    tags.fill("a,b, c, d")
+    page.get_by_role("button", name="Save changes").click()
+    expect(page.get_by_role("heading", name="Links", exact=True)).to_be_visible()
+    assert dashboard.server.api("GET", "/links/e2e-comma")[1]["data"]["tags"] == ["a,b", "c", "d"]
+
+
 def test_delete_asks_first_and_cancel_keeps_the_link(dashboard):
     status, _ = dashboard.server.api("POST", "/links", {"destination": "https://example.com/doomed", "customSlug": "e2e-doomed"})
     assert status == 200
@@ -291,6 +309,39 @@ def test_import_waits_out_the_rate_limit_and_loses_nothing(dashboard, tmp_path):
     page.get_by_label("CSV file").set_input_files(file)
     page.get_by_role("button", name="Import", exact=True).click()
     expect(page.get_by_text("150 created, 0 failed, of 150 rows.")).to_be_visible(timeout=30_000)
+
+
+def test_analytics_take_turns_within_a_rate_limit_of_one_a_second(dashboard):
+    """The analytics page asks nine things at once: at 1 request a second they wait their turns
+    (all at once, they collided again at every retry and the page gave up)."""
+    server = dashboard.server
+    server.cli("workspace", "create", "one-a-second", "--rate-limit", "1")
+    page = dashboard.sign_in(server.cli("key", "create", "--workspace", "one-a-second"))
+    expect(page.locator(".stat dd").first).to_have_text("0", timeout=15_000)
+    page.get_by_role("link", name="Analytics", exact=True).click()
+    expect(page.get_by_role("heading", name="Analytics of the workspace")).to_be_visible()
+    referrers = page.get_by_role("region", name="Referrers")
+    expect(referrers).to_contain_text("No clicks in this period.", timeout=30_000)
+    expect(page.get_by_role("alert")).to_have_count(0)
+
+
+def test_a_path_no_page_can_have_is_not_found(dashboard):
+    """`%E0%A4%A` decodes to no character: the page says so, rather than failing to prepare."""
+    page = dashboard.sign_in()
+    page.goto(f"{dashboard.server.base}/#/links/%E0%A4%A/edit")
+    expect(page.get_by_role("heading", name="Page not found")).to_be_visible()
+
+
+def test_a_webhook_without_events_is_refused_beside_them(dashboard):
+    """The API's refusal of no events is shown beside the events, and focus goes to the first."""
+    page = dashboard.sign_in()
+    page.get_by_role("link", name="Webhooks").click()
+    page.get_by_label("Endpoint URL").fill("http://127.0.0.1:9/no-events")
+    for box in page.get_by_role("group", name="Events").get_by_role("checkbox").all():
+        box.uncheck()
+    page.get_by_role("button", name="Add endpoint").click()
+    expect(page.locator("#events-anchor-error")).not_to_be_empty()
+    expect(page.get_by_role("group", name="Events").get_by_role("checkbox").first).to_be_focused()
 
 
 def test_create_a_webhook_and_see_its_secret_only_once(dashboard):
@@ -468,6 +519,20 @@ def test_keyboard_alone_reaches_and_works_the_controls(dashboard):
     page.keyboard.press("Enter")
     expect(page.get_by_role("heading", name="Links", exact=True)).to_be_focused()
     assert page.url.endswith("#/links")
+
+
+def test_a_long_destination_takes_three_lines_of_its_row(dashboard):
+    """A destination of 3,000 characters: three lines in the table, the whole in its title."""
+    destination = "https://example.com/" + "d" * 2980
+    status, _ = dashboard.server.api("POST", "/links", {"destination": destination, "customSlug": "e2e-long-dest"})
+    assert status == 200
+    page = dashboard.sign_in()
+    cell = page.get_by_role("row").filter(has_text="/e2e-long-dest").locator(".destination .clamp")
+    expect(cell).to_have_attribute("title", destination)
+    expect(cell).to_have_text(destination)
+    # Three lines at the page's font size; unclamped, the row ran to thousands of pixels.
+    font = float(cell.evaluate("(c) => parseFloat(getComputedStyle(c).fontSize)"))
+    assert cell.bounding_box()["height"] <= 3 * 1.5 * font, (cell.bounding_box(), font)
 
 
 def test_a_phone_shows_long_tags_short_codes_and_chart_labels_whole(dashboard):

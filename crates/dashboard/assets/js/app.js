@@ -3,7 +3,7 @@
 // into <main>.
 
 import { api, session, whenUnauthorized } from "./api.js";
-import { alert, field, focusHeading, h, heading, showErrors } from "./dom.js";
+import { alert, clearErrors, field, focusHeading, h, heading, loading, showErrors } from "./dom.js";
 import { linksPage } from "./links.js";
 
 const main = document.getElementById("main");
@@ -42,7 +42,8 @@ async function render() {
   const route = routes.find(([pattern]) => pattern.test(hash));
   let page;
   try {
-    page = route ? await route[1](...hash.match(route[0]).slice(1).map(decodeURIComponent)) : notFound();
+    const parts = route && decodedParts(hash.match(route[0]));
+    page = parts ? await route[1](...parts) : notFound();
   } catch (error) {
     // A page's module is fetched on its first visit: with the server gone, that fails before
     // the page can say anything itself. Anything else is a fault of the page: it goes to the
@@ -56,6 +57,16 @@ async function render() {
   const title = page.querySelector("h1");
   document.title = title ? `${title.textContent} · shortlink` : "shortlink";
   focusHeading();
+}
+
+/** A route's parts, decoded; `null` for a path no link or page can have (`%E0%A4%A` is no
+ * character). */
+function decodedParts(match) {
+  try {
+    return match.slice(1).map(decodeURIComponent);
+  } catch {
+    return null;
+  }
 }
 
 function notFound() {
@@ -86,6 +97,12 @@ function renderSignIn() {
     if (!key) return showErrors(form, { message: "Enter your API key.", details: [{ field: "key", message: "An API key is required." }] });
     session.signIn(key);
     signingIn = true;
+    // A previous refusal stays no longer than it is true, and the button cannot send the key
+    // again while it is tried (which may take a while: a rate-limited address waits its turn).
+    clearErrors(form);
+    const button = form.querySelector("button[type=submit]");
+    button.disabled = true;
+    form.querySelector(".form-error").replaceChildren(loading("Checking the key…"));
     try {
       await api("GET", "/links", { query: { limit: 1 } });
       signInNotice = null;
@@ -98,6 +115,7 @@ function renderSignIn() {
         : error);
     } finally {
       signingIn = false;
+      button.disabled = false;
     }
   });
   main.replaceChildren(h("section", { class: "signin" }, heading("Sign in"), form));

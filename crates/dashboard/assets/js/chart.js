@@ -100,7 +100,7 @@ export function breakdown(title, entries, pick) {
           : pick && e.key !== null
             ? h("button", { type: "button", class: "link-button", "aria-label": `Only ${text} (${title})`, onclick: () => pick(e.key) }, text)
             : h("span", {}, text);
-        return h("li", {}, name, h("span", { class: "num" }, `${e.clicks.toLocaleString()} clicks`),
+        return h("li", {}, name, h("span", { class: "num" }, `${e.clicks.toLocaleString()} ${e.clicks === 1 ? "click" : "clicks"}`),
           h("div", { class: "bar", "aria-hidden": "true" }, bar));
       })));
 }

@@ -86,7 +86,9 @@ export function showErrors(form, error) {
     if (slot) {
       slot.textContent = slot.textContent ? `${slot.textContent} ${detail.message}` : detail.message;
       input.setAttribute("aria-invalid", "true");
-      first ??= input;
+      // A group's error is anchored on a hidden input (the webhook's events), which cannot take
+      // focus: the group's first control does.
+      first ??= input.type === "hidden" ? input.closest("fieldset")?.querySelector("input:not([type=hidden])") ?? input : input;
     } else {
       general.push(`${detail.field}: ${detail.message}`);
     }

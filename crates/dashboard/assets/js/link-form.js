@@ -59,7 +59,7 @@ export async function linkFormPage(code) {
     try {
       checkInputs(form);
       const now = values(form);
-      body = code ? changes(initial, now) : creation(now);
+      body = code ? changes(initial, now, link.tags ?? []) : creation(now);
     } catch (problem) {
       return showLocal(form, problem);
     }
@@ -126,10 +126,28 @@ function besideTheField(error) {
   return { message: "Please correct the field below.", details: [{ field: "customSlug", message: error.message }] };
 }
 
-function convert(name, value) {
+/** The tags in the field's text, separated by commas. The API allows a comma in a tag: one the
+ * link already has (`existing`) is kept whole where the text still holds it, so that saving the
+ * form does not split it. */
+function tagsOf(text, existing) {
+  const whole = existing.filter((t) => t.includes(","));
+  const tags = [];
+  let rest = text.trimStart();
+  while (rest) {
+    const known = whole.find((t) => rest.startsWith(t) && /^\s*(,|$)/.test(rest.slice(t.length)));
+    const comma = rest.indexOf(",");
+    const end = known ? known.length : comma === -1 ? rest.length : comma;
+    const tag = rest.slice(0, end).trim();
+    if (tag) tags.push(tag);
+    rest = rest.slice(end).replace(/^\s*,/, "").trimStart();
+  }
+  return tags;
+}
+
+function convert(name, value, existingTags = []) {
   switch (name) {
     case "tags":
-      return value ? value.split(",").map((t) => t.trim()).filter(Boolean) : [];
+      return tagsOf(value, existingTags);
     case "maxClicks": {
       if (value === "") return null;
       const n = Number(value);
@@ -171,14 +189,14 @@ function creation(now) {
   return body;
 }
 
-/** A PATCH: only what changed (null clears an option). */
-function changes(before, now) {
+/** A PATCH: only what changed (null clears an option); `tags` the link's tags. */
+function changes(before, now, tags) {
   const body = {};
   if (now.destination !== before.destination) body.destination = now.destination;
   if (now.customSlug !== before.customSlug) body.customSlug = now.customSlug;
   for (const name of OPTIONS) {
     if (name === "password") continue;
-    if (now[name] !== before[name]) body[name] = convert(name, now[name]);
+    if (now[name] !== before[name]) body[name] = convert(name, now[name], tags);
   }
   if (now.password) body.password = now.password;
   else if (now.removePassword) body.password = null;

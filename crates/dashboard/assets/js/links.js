@@ -8,7 +8,7 @@ const PAGE = 20;
 
 export function linksPage() {
   const filters = h("form", { class: "panel row", role: "search", "aria-label": "Filter links" },
-    field({ label: "Search", name: "search", type: "search", placeholder: "slug or destination" }),
+    field({ label: "Search", name: "search", type: "search", placeholder: "slug or destination", maxlength: 253 }),
     field({ label: "Tag", name: "tag", type: "text", placeholder: "any tag" }),
     field({ label: "Show archived links", name: "archived", type: "checkbox" }),
     h("button", { type: "submit" }, "Apply"));
@@ -41,10 +41,12 @@ export function linksPage() {
       status.replaceChildren(body.childElementCount === 0 ? empty(query) : "");
     } catch (error) {
       if (mine !== generation) return;
-      const filtered = query.search || query.tag || query.archived;
       table.hidden = body.childElementCount === 0;
+      more.hidden = body.childElementCount === 0;
+      // A server without link options refuses the parameters themselves as unknown.
+      const unknownParameter = error.status === 400 && /unknown/i.test(error.message);
       status.replaceChildren(errorAlert(error,
-        ...(error.status === 400 && filtered ? ["Searching, tags and archived links need a server with link options."] : [])));
+        ...(unknownParameter ? ["Searching, tags and archived links need a server with link options."] : [])));
     } finally {
       more.disabled = false;
     }
@@ -89,7 +91,9 @@ function row(link, reload, filterByTag) {
   return h("tr", {},
     h("td", { "data-label": "Short link" }, h("a", { class: "code", href: link.shortUrl, rel: "noreferrer", target: "_blank" }, link.shortUrl),
       flags.length ? h("div", { class: "hint" }, flags.join(" · ")) : null),
-    h("td", { "data-label": "Destination", class: "destination" }, link.destination),
+    // A destination may be thousands of characters: a few lines of it, the whole on hover (and
+    // to a screen reader, which reads the text, not the clipped box).
+    h("td", { "data-label": "Destination", class: "destination" }, h("div", { class: "clamp", title: link.destination }, link.destination)),
     h("td", { "data-label": "Tags" }, (link.tags ?? []).map((t) =>
       h("button", { type: "button", class: "tag", "aria-label": `Show links tagged ${t}`, onclick: () => filterByTag(t) }, t))),
     h("td", { "data-label": "Clicks", class: "num" }, count(link.clicks)),
