@@ -7,8 +7,11 @@ import io
 import re
 import threading
 import time
+import urllib.error
+import urllib.request
 
 import pytest
+from conftest import Server
 from playwright.sync_api import expect
 
 CHROME = "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36"
@@ -342,6 +345,35 @@ def test_a_webhook_without_events_is_refused_beside_them(dashboard):
     page.get_by_role("button", name="Add endpoint").click()
     expect(page.locator("#events-anchor-error")).not_to_be_empty()
     expect(page.get_by_role("group", name="Events").get_by_role("checkbox").first).to_be_focused()
+
+
+def test_signing_in_while_the_address_waits_shows_the_key_being_checked(browser, tmp_path):
+    """Past 20 failed keys a minute, an address waits its turn even with the right key: the form
+    says the key is being checked, without the last refusal, and cannot send it twice."""
+    server = Server(tmp_path)  # a server of its own: its failed-login budget is spent here
+    context = browser.new_context()
+    try:
+        page = context.new_page()
+        page.goto(f"{server.base}/#/links")
+        page.get_by_label("API key").fill("sk_wrongwrongwrongwrongwrongwrongwrong")
+        page.get_by_role("button", name="Sign in").click()
+        expect(page.get_by_role("alert")).to_contain_text("This key was not accepted")
+        for _ in range(25):
+            request = urllib.request.Request(f"{server.base}/api/v1/links",
+                                             headers={"Authorization": "Bearer sk_nope"})
+            try:
+                urllib.request.urlopen(request, timeout=10)
+            except urllib.error.HTTPError:
+                pass
+        page.get_by_label("API key").fill(server.key)
+        page.get_by_role("button", name="Sign in").click()
+        expect(page.get_by_role("status").filter(has_text="Checking the key…")).to_be_visible()
+        expect(page.get_by_role("button", name="Sign in")).to_be_disabled()
+        expect(page.get_by_text("This key was not accepted")).to_have_count(0)
+        expect(page.get_by_role("heading", name="Links", exact=True)).to_be_visible(timeout=30_000)
+    finally:
+        context.close()
+        server.stop()
 
 
 def test_create_a_webhook_and_see_its_secret_only_once(dashboard):
