@@ -567,6 +567,22 @@ def test_a_long_destination_takes_three_lines_of_its_row(dashboard):
     assert cell.bounding_box()["height"] <= 3 * 1.5 * font, (cell.bounding_box(), font)
 
 
+def test_a_long_short_code_leaves_the_actions_on_one_line(dashboard):
+    """A 64-character short code wraps in its cell at 1280 px rather than pushing a row's five
+    actions onto several lines."""
+    slug = "e2e-wide-" + "w" * 55
+    status, _ = dashboard.server.api("POST", "/links", {"destination": "https://example.com/wide", "customSlug": slug})
+    assert status == 200
+    page = dashboard.sign_in()
+    row = page.get_by_role("row").filter(has_text=slug)
+    expect(row.get_by_role("button", name=f"Delete {slug}")).to_be_visible()
+    tops = {round(b.bounding_box()["y"]) for b in row.locator(".actions > *").all()}
+    assert len(tops) == 1, tops
+    for width in (1024, 800):
+        page.set_viewport_size({"width": width, "height": 900})
+        assert page.evaluate("[...document.querySelectorAll('.table-wrap')].every((w) => w.scrollWidth <= w.clientWidth)"), width
+
+
 def test_a_phone_shows_long_tags_short_codes_and_chart_labels_whole(dashboard):
     """At 375 px: a tag of 50 characters wraps inside its card, a 64-character short code in
     the workspace's ranking of links stays inside its panel, and the chart's labels can be read."""

@@ -89,7 +89,7 @@ function row(link, reload, filterByTag) {
   const code = encodeURIComponent(link.shortCode);
   const flags = [link.archived && "archived", link.passwordProtected && "password", link.expiresAt && `expires ${when(link.expiresAt)}`].filter(Boolean);
   return h("tr", {},
-    h("td", { "data-label": "Short link" }, h("a", { class: "code", href: link.shortUrl, rel: "noreferrer", target: "_blank" }, link.shortUrl),
+    h("td", { "data-label": "Short link", class: "short-link" }, h("a", { class: "code", href: link.shortUrl, rel: "noreferrer", target: "_blank" }, link.shortUrl),
       flags.length ? h("div", { class: "hint" }, flags.join(" · ")) : null),
     // A destination may be thousands of characters: a few lines of it, the whole on hover (and
     // to a screen reader, which reads the text, not the clipped box).
