@@ -50,13 +50,13 @@ const limit = {
   queue: Promise.resolve(),
   /** Takes note of an answer's `RateLimit-*` headers, or its `Retry-After`. */
   note(response) {
-    const seconds = (name) => Number(response.headers.get(name)) || 0;
+    const header = (name) => Number(response.headers.get(name)) || 0;
     if (response.status === 429) {
       this.oneAtATime = true;
-      this.resumeAt = Math.max(this.resumeAt, Date.now() + (seconds("Retry-After") || 1) * 1000);
+      this.resumeAt = Math.max(this.resumeAt, Date.now() + (header("Retry-After") || 1) * 1000);
     } else if (response.headers.has("RateLimit-Remaining")) {
-      this.oneAtATime = seconds("RateLimit-Remaining") < 1;
-      if (this.oneAtATime) this.resumeAt = Math.max(this.resumeAt, Date.now() + seconds("RateLimit-Reset") * 1000);
+      this.oneAtATime = header("RateLimit-Remaining") < 1;
+      if (this.oneAtATime) this.resumeAt = Math.max(this.resumeAt, Date.now() + header("RateLimit-Reset") * 1000);
     }
   },
   /** Runs `request` when the limit lets it. */

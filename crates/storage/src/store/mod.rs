@@ -330,9 +330,9 @@ impl Store {
     /// `MONTHS_AHEAD` (three) after it (PostgreSQL, `pg/partitions.rs`), and, for a server
     /// ([`StoreOptions::server`]) on SQLite, starts the click journal (it folds what an earlier
     /// process left, under the file's server lock, taken before the migrations: a second server
-    /// on the file is refused before it changes anything), loads the redirect index and makes the webhook
-    /// deliveries an earlier process leased due again (no other server uses the file). Its
-    /// counterpart is [`Store::shutdown`].
+    /// on the file is refused before it changes anything), loads the redirect index and makes
+    /// the webhook deliveries an earlier process leased due again (no other server uses the
+    /// file). Its counterpart is [`Store::shutdown`].
     pub async fn open(url: &str, options: StoreOptions) -> Result<Self, StorageError> {
         let store = Self::connect(url, options.pool)?;
         if let (Some(_), Some(sqlite)) = (&options.server, store.sqlite()) {
